@@ -1,0 +1,304 @@
+"""The agent's configuration: defaults, validation and the merge rules of `send(config=…)`.
+
+    config = resolve({"base_url": "http://127.0.0.1:8080/v1", "model": "small"})
+    config = merge(config, {"capabilities": {"image": False}})   # validated again
+
+Validation happens at the entry (Agent(), send()): a bad value written into an append-only
+history would poison every later turn, so nothing is written before the config is valid.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .errors import KINDS, AgentError
+from .protocols.base import DEFAULT_CAPABILITIES
+from ._utils.secrets import mask
+
+PROTOCOLS = ("chat", "responses", "anthropic", "gemini")
+TOOL_MODES = ("native", "text", "auto")
+MEDIA_FALLBACKS = ("error", "strip")
+PROVIDER_KEYS = frozenset(
+    {
+        "temperature", "top_p", "top_k", "max_output_tokens", "stop", "presence_penalty",
+        "frequency_penalty", "seed", "tool_choice", "parallel_tool_calls", "reasoning_effort",
+        "headers", "body",
+    }
+)
+COMPACT_KEYS = frozenset({"model", "base_url", "api_key", "protocol", "provider"})
+CACHE_KEYS = frozenset({"key", "retention", "body"})
+RETRY_KEYS = frozenset({"skip_codes", "skip_kinds", "skip_text", "should_retry"})
+
+NO_TOOL_PROMPT = (
+    "You have not called any tool for a while. If the task is not finished, continue by calling "
+    "the tools you need. If it is finished, reply with your final answer."
+)
+
+DEFAULTS: dict[str, Any] = {
+    "base_url": "",
+    "api_key": "",
+    "model": "",
+    "protocol": "chat",
+    "system": "",
+    "stream": True,
+    "cache": True,
+    "tool_mode": "native",
+    "capabilities": dict(DEFAULT_CAPABILITIES),
+    "media_fallback": "error",
+    "provider": {},
+    "max_tokens": None,
+    "max_context_tokens": 128000,
+    "compact_threshold": 0.8,
+    "compact": None,
+    "output": None,
+    "max_steps": None,
+    "max_tool_output": None,
+    "max_tool_concurrency": None,
+    "retry_base_delay": 5.0,
+    "retry_max_delay": 600.0,
+    "retry_max_elapsed": None,
+    "retry": None,
+    "request_timeout": None,
+    "no_tool_prompt": NO_TOOL_PROMPT,
+    "no_tool_rounds": 3,
+}
+
+# Keys whose value is replaced whole by a send override; capabilities and compact merge by key.
+_MERGED_BY_KEY = ("capabilities", "compact")
+_COUNTS = ("max_steps", "max_tool_output", "max_tool_concurrency", "no_tool_rounds", "max_context_tokens", "max_tokens")
+_INFINITE_ALLOWED = ("no_tool_rounds", "max_context_tokens")
+_SECONDS = ("retry_base_delay", "retry_max_delay", "retry_max_elapsed", "request_timeout")
+_STRINGS = ("base_url", "api_key", "system", "no_tool_prompt")
+
+
+class Config(dict[str, Any]):
+    """A config dict whose repr never shows an API key."""
+
+    def __repr__(self) -> str:
+        shown = dict(self)
+        if shown.get("api_key"):
+            shown["api_key"] = mask(shown["api_key"])
+        compact = shown.get("compact")
+        if isinstance(compact, dict) and compact.get("api_key"):
+            shown["compact"] = {**compact, "api_key": mask(compact["api_key"])}
+        return f"Config({shown!r})"
+
+    __str__ = __repr__
+
+
+def resolve(overrides: Mapping[str, Any] | None) -> Config:
+    """Defaults merged with `overrides`, validated."""
+    return merge(Config(copy_config(DEFAULTS)), overrides or {})
+
+
+def merge(base: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> Config:
+    """Apply send-time overrides: capabilities/compact merge key by key, the rest replaces."""
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise AgentError(f"config must be a dict, got {type(overrides).__name__}", kind="config")
+    merged = Config(copy_config(dict(base)))
+    for key, value in (overrides or {}).items():
+        if key not in DEFAULTS:
+            raise AgentError(f"unknown config key {key!r}", kind="config")
+        if key in _MERGED_BY_KEY and isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **copy_config(dict(value))}
+        else:
+            merged[key] = copy_config(value)
+    validate(merged)
+    return merged
+
+
+def copy_config(value: Any) -> Any:
+    """Copy the plain-JSON parts of a config; objects (adapters, output specs, callables) are shared."""
+    if isinstance(value, dict):
+        return {k: copy_config(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_config(v) for v in value]
+    return value
+
+
+def validate(config: Mapping[str, Any]) -> None:
+    for key in DEFAULTS:
+        value = config.get(key)
+        if value is None:
+            if DEFAULTS[key] is not None:
+                _fail(key, value, "cannot be None")
+            continue
+        _check(key, value)
+    if is_adapter(config.get("model")):
+        _check_adapter_config(config)
+
+
+def _check(key: str, value: Any) -> None:
+    if key in _COUNTS:
+        _check_count(key, value)
+    elif key in _SECONDS:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or math.isnan(value):
+            _fail(key, value, "must be a number of seconds ≥ 0")
+    elif key in _STRINGS:
+        if not isinstance(value, str):
+            _fail(key, value, "must be a string")
+    elif key in ("stream",):
+        if not isinstance(value, bool):
+            _fail(key, value, "must be True or False")
+    else:
+        _CHECKS[key](key, value)
+
+
+def _check_count(key: str, value: Any) -> None:
+    if isinstance(value, float) and math.isinf(value) and value > 0 and key in _INFINITE_ALLOWED:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        allowed = ' or float("inf")' if key in _INFINITE_ALLOWED else ""
+        _fail(key, value, f"must be an int > 0{allowed}")
+
+
+def _check_model(key: str, value: Any) -> None:
+    if not isinstance(value, str) and not is_adapter(value):
+        _fail(key, value, "must be a model name or an adapter object with a chat(request, ...) method")
+
+
+def _check_choice(choices: tuple[str, ...]) -> Callable[[str, Any], None]:
+    def check(key: str, value: Any) -> None:
+        if value not in choices:
+            _fail(key, value, f"must be one of {', '.join(choices)}")
+
+    return check
+
+
+def _check_cache(key: str, value: Any) -> None:
+    if isinstance(value, bool):
+        return
+    if not isinstance(value, dict):
+        _fail(key, value, "must be True, False or a dict {key, retention, body}")
+    _check_keys(key, value, CACHE_KEYS)
+    if value.get("key") is not None and not isinstance(value["key"], str):
+        _fail("cache.key", value["key"], "must be a string")
+    if value.get("body") is not None and not isinstance(value["body"], dict):
+        _fail("cache.body", value["body"], "must be a dict")
+
+
+def _check_capabilities(key: str, value: Any) -> None:
+    if not isinstance(value, dict):
+        _fail(key, value, "must be a dict")
+    _check_keys(key, value, frozenset(DEFAULT_CAPABILITIES))
+    for name, flag in value.items():
+        if not isinstance(flag, bool):
+            _fail(f"capabilities.{name}", flag, "must be True or False")
+
+
+def _check_provider(key: str, value: Any) -> None:
+    if not isinstance(value, dict):
+        _fail(key, value, "must be a dict")
+    unknown = sorted(set(value) - PROVIDER_KEYS)
+    if unknown:
+        raise AgentError(
+            f"unknown {key} key(s) {', '.join(map(repr, unknown))}; vendor-specific fields go in {key}['body']",
+            kind="config",
+        )
+    headers = value.get("headers")
+    if headers is not None and (
+        not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
+    ):
+        _fail(f"{key}.headers", headers, "must be a dict of strings")
+    if value.get("body") is not None and not isinstance(value["body"], dict):
+        _fail(f"{key}.body", value["body"], "must be a dict")
+
+
+def _check_compact(key: str, value: Any) -> None:
+    if not isinstance(value, dict):
+        _fail(key, value, "must be a dict of overrides for the compaction model")
+    _check_keys(key, value, COMPACT_KEYS)
+    if "protocol" in value:
+        _check_choice(PROTOCOLS)("compact.protocol", value["protocol"])
+    if "provider" in value and value["provider"] is not None:
+        _check_provider("compact.provider", value["provider"])
+    for name in ("base_url", "api_key"):
+        if name in value and not isinstance(value[name], str):
+            _fail(f"compact.{name}", value[name], "must be a string")
+    if "model" in value:
+        _check_model("compact.model", value["model"])
+
+
+def _check_threshold(key: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        _fail(key, value, "must be a number in (0, 1]")
+
+
+def _check_output(key: str, value: Any) -> None:
+    from .output import OutputSpec
+
+    if not isinstance(value, OutputSpec):
+        _fail(key, value, "must be agentcore.output.object(...), .array(...) or .json()")
+
+
+def _check_retry(key: str, value: Any) -> None:
+    if callable(value):
+        return
+    if not isinstance(value, dict):
+        _fail(key, value, "must be a function(error) -> bool or a dict {skip_codes, skip_kinds, skip_text, should_retry}")
+    _check_keys(key, value, RETRY_KEYS)
+    codes = value.get("skip_codes")
+    if codes is not None and (
+        not isinstance(codes, (list, tuple, set, frozenset))
+        or not all(isinstance(c, int) and not isinstance(c, bool) for c in codes)
+    ):
+        _fail("retry.skip_codes", codes, "must be a list of HTTP status codes")
+    kinds = value.get("skip_kinds")
+    if kinds is not None and (not isinstance(kinds, (list, tuple, set, frozenset)) or not set(kinds) <= set(KINDS)):
+        _fail("retry.skip_kinds", kinds, f"must be a list of kinds ({', '.join(KINDS)})")
+    text = value.get("skip_text")
+    if text is not None and not isinstance(text, (str, re.Pattern, list, tuple)):
+        _fail("retry.skip_text", text, "must be a string, a compiled pattern or a list of them")
+    should = value.get("should_retry")
+    if should is not None and not callable(should):
+        _fail("retry.should_retry", should, "must be a function(error) -> bool")
+
+
+def _check_keys(key: str, value: Mapping[str, Any], allowed: frozenset[str]) -> None:
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise AgentError(
+            f"unknown {key} key(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(sorted(allowed))}",
+            kind="config",
+        )
+
+
+def _check_adapter_config(config: Mapping[str, Any]) -> None:
+    if (config.get("provider") or {}).get("body") is not None:
+        raise AgentError("provider['body'] needs a built-in protocol; it cannot be used with an adapter object", kind="config")
+    if isinstance(config.get("cache"), dict):
+        raise AgentError("a cache dict needs a built-in protocol; it cannot be used with an adapter object", kind="config")
+    if (config.get("capabilities") or {}).get("tool_choice") is False:
+        raise AgentError(
+            "capabilities.tool_choice=False needs a built-in protocol; it cannot be used with an adapter object",
+            kind="config",
+        )
+
+
+def is_adapter(value: Any) -> bool:
+    return not isinstance(value, str) and callable(getattr(value, "chat", None))
+
+
+def _fail(key: str, value: Any, why: str) -> None:
+    shown = mask(value) if key.endswith("api_key") and isinstance(value, str) else repr(value)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    raise AgentError(f"config {key} {why} (got {shown})", kind="config")
+
+
+_CHECKS: dict[str, Callable[[str, Any], None]] = {
+    "model": _check_model,
+    "protocol": _check_choice(PROTOCOLS),
+    "tool_mode": _check_choice(TOOL_MODES),
+    "media_fallback": _check_choice(MEDIA_FALLBACKS),
+    "cache": _check_cache,
+    "capabilities": _check_capabilities,
+    "provider": _check_provider,
+    "compact": _check_compact,
+    "compact_threshold": _check_threshold,
+    "output": _check_output,
+    "retry": _check_retry,
+}

@@ -1,0 +1,179 @@
+"""Build the messages that a single model request carries.
+
+    ctx = build(history, system="Be brief.", tools=tool_schemas, max_context_tokens=100_000)
+    ctx.messages, ctx.system, ctx.tokens
+
+Turns are kept or dropped whole: a tool call never travels without its result. With a
+summary (a compact message) in history: the first ≤3 user turns (≤20 % of the budget), the
+latest summary folded into `system`, the ≤3 turns before it (≤30 %; the latest user turn
+before it always) and every turn after it. History itself is never changed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .history import Message, turns
+from ._utils import tokens as _tokens
+
+HEAD_TURNS, HEAD_SHARE = 3, 0.2
+TAIL_TURNS, TAIL_SHARE = 3, 0.3
+SUMMARY_INTRO = (
+    "Summary of your own earlier work in this conversation (written by you; the facts in it were "
+    "confirmed by tools). Continue from where it leaves off; do not start the task over."
+)
+
+
+@dataclass
+class Context:
+    messages: list[Message]
+    system: str
+    tokens: int
+    chars: int = 0
+    summary: str | None = None
+    tools: list[dict[str, Any]] = field(default_factory=list)
+
+
+def build(
+    history: Sequence[Mapping[str, Any]],
+    system: str = "",
+    tools: Any = None,
+    max_context_tokens: float = 128000,
+    ratio: float | None = None,
+    *,
+    protocol: str | None = None,
+    reasoning: bool = False,
+) -> Context:
+    """Select turns from `history` for one request and estimate its tokens.
+
+    Args:
+        history: history-format messages.
+        system: the system prompt.
+        tools: tool schemas (a ToolSet's `schema` mapping or a list of dicts), counted in the estimate.
+        max_context_tokens: the budget the 20 % / 30 % shares are taken from.
+        ratio: tokens per character (default 0.6).
+        protocol: keep reasoning parts whose provider state belongs to this protocol.
+        reasoning: keep readable reasoning text too (capabilities.reasoning).
+    """
+    ratio = _tokens.DEFAULT_RATIO if ratio is None else ratio
+    tool_list = _tool_list(tools)
+    folded = turns(list(history))
+    summary_index = _latest_summary(folded)
+    summary: str | None = None
+    if summary_index is None:
+        chosen = folded
+    else:
+        summary = str(folded[summary_index][0].get("content") or "")
+        chosen = _select(folded, summary_index, max_context_tokens, ratio)
+    messages = [m for turn in chosen for m in (_reduce(msg, protocol, reasoning) for msg in turn) if m is not None]
+    full_system = fold_summary(system, summary)
+    chars = len(full_system) + _tokens.messages_chars(messages) + _tokens.tools_chars(tool_list)
+    return Context(messages, full_system, _tokens.estimate(chars, ratio), chars, summary, tool_list)
+
+
+def fold_summary(system: str, summary: str | None) -> str:
+    if not summary:
+        return system
+    block = f"{SUMMARY_INTRO}\n\n{summary}"
+    return f"{system}\n\n{block}" if system else block
+
+
+def _select(folded: list[list[Message]], summary_index: int, budget: float, ratio: float) -> list[list[Message]]:
+    before = folded[:summary_index]
+    after = [t for t in folded[summary_index + 1 :] if not _is_compact(t)]
+    head = _head(before, budget * HEAD_SHARE, ratio)
+    tail = _tail(before, budget * TAIL_SHARE, ratio, exclude=head)
+    keep = head | tail
+    return [turn for i, turn in enumerate(before) if i in keep] + after
+
+
+def _head(before: list[list[Message]], budget: float, ratio: float) -> set[int]:
+    """The first ≤3 user turns that fit in the head share: the user's original goal."""
+    chosen: set[int] = set()
+    used = 0
+    user_turns = [i for i, t in enumerate(before) if t[0].get("role") == "user"][:HEAD_TURNS]
+    for i in user_turns:
+        cost = _turn_tokens(before[i], ratio)
+        if used + cost <= budget:
+            chosen.add(i)
+            used += cost
+    return chosen
+
+
+def _tail(before: list[list[Message]], budget: float, ratio: float, exclude: set[int]) -> set[int]:
+    """The ≤3 turns just before the summary that fit in the tail share, and the latest user turn."""
+    chosen: set[int] = set()
+    used = 0
+    candidates = [i for i in range(len(before) - 1, -1, -1) if not _is_compact(before[i])]
+    for i in candidates[:TAIL_TURNS]:
+        if i in exclude:
+            continue
+        cost = _turn_tokens(before[i], ratio)
+        if used + cost > budget:
+            break
+        chosen.add(i)
+        used += cost
+    latest_user = next((i for i in candidates if before[i][0].get("role") == "user"), None)
+    if latest_user is not None and latest_user not in exclude:
+        chosen.add(latest_user)
+    return chosen
+
+
+def _turn_tokens(turn: list[Message], ratio: float) -> float:
+    return _tokens.messages_chars(turn) * ratio
+
+
+def _latest_summary(folded: list[list[Message]]) -> int | None:
+    for i in range(len(folded) - 1, -1, -1):
+        if _is_compact(folded[i]):
+            return i
+    return None
+
+
+def _is_compact(turn: list[Message]) -> bool:
+    return bool(turn) and turn[0].get("role") == "compact"
+
+
+def _reduce(message: Mapping[str, Any], protocol: str | None, reasoning: bool) -> Message | None:
+    """Keep role and content only; drop reasoning the request must not carry and empty replies."""
+    role = message.get("role")
+    content = message.get("content")
+    if role == "compact":
+        return None
+    if role == "assistant" and isinstance(content, list):
+        content = [p for p in content if _keep_part(p, protocol, reasoning)]
+        if not content:
+            return None
+    elif role == "assistant" and isinstance(content, str) and not content:
+        return None
+    return {"role": role, "content": content}
+
+
+def _keep_part(part: Any, protocol: str | None, reasoning: bool) -> bool:
+    if not isinstance(part, Mapping):
+        return False
+    kind = part.get("type")
+    if kind == "text":
+        return bool(part.get("text"))
+    if kind != "reasoning":
+        return True
+    meta = part.get("provider_metadata")
+    if protocol is not None and isinstance(meta, Mapping) and meta.get("protocol") == protocol:
+        return True
+    return reasoning and bool(part.get("text"))
+
+
+def _tool_list(tools: Any) -> list[dict[str, Any]]:
+    if not tools:
+        return []
+    schema = getattr(tools, "schema", tools)
+    if isinstance(schema, Mapping):
+        return [dict(v) for v in schema.values()]
+    return [dict(t) for t in schema]
+
+
+def over_threshold(ctx: Context, max_context_tokens: float, threshold: float) -> bool:
+    return not math.isinf(max_context_tokens) and ctx.tokens >= max_context_tokens * threshold

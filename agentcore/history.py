@@ -1,0 +1,189 @@
+"""History entries: constructors, turns and a readable rendering.
+
+    history = [user("hi"), assistant("Let me look", tool_calls=[{"id": "c1", "name": "read",
+               "arguments": {"path": "a.json"}}]), tool("c1", "read", {"port": 8080})]
+    turns(history)   # [[user], [assistant, tool]]
+    print(render(history))
+
+History is plain JSON and append-only: the library adds entries, never edits or removes one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .errors import AgentError
+
+Message = dict[str, Any]
+
+
+def user(content: str | list[dict[str, Any]]) -> Message:
+    """A user message; `content` is text or a list of content parts."""
+    return {"role": "user", "content": content}
+
+
+def assistant(content: str | list[dict[str, Any]] = "", tool_calls: Iterable[Any] = ()) -> Message:
+    """An assistant message with text (or ready parts) and tool calls.
+
+    A tool call is `{"id", "name", "arguments"}` with arguments as a dict or JSON string,
+    or a ready `{"type": "tool-call", ...}` part.
+    """
+    parts: list[dict[str, Any]] = []
+    if isinstance(content, str):
+        if content:
+            parts.append({"type": "text", "text": content})
+    else:
+        parts.extend(content)
+    parts.extend(_tool_call_part(call) for call in tool_calls)
+    return {"role": "assistant", "content": parts}
+
+
+def tool(tool_call_id: str, tool_name: str, content: Any) -> Message:
+    """A tool message with one result; `content` is shaped like a tool's return value."""
+    from .tools.shape import shape
+
+    result = shape(content)
+    return {"role": "tool", "content": [tool_result_part(tool_call_id, tool_name, result["output"])]}
+
+
+def compact(content: str) -> Message:
+    """A compaction summary entry."""
+    return {"role": "compact", "content": content}
+
+
+def tool_result_part(tool_call_id: str, tool_name: str, output: Mapping[str, Any]) -> dict[str, Any]:
+    return {"type": "tool-result", "tool_call_id": tool_call_id, "tool_name": tool_name, "output": dict(output)}
+
+
+def _tool_call_part(call: Any) -> dict[str, Any]:
+    if isinstance(call, Mapping) and call.get("type") == "tool-call":
+        return dict(call)
+    try:
+        call_id, name, arguments = call["id"], call["name"], call.get("arguments", {})
+    except (KeyError, TypeError, AttributeError):
+        raise AgentError(f"a tool call needs 'id', 'name' and 'arguments': {call!r}", kind="request") from None
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            raise AgentError(f"tool call {call_id} has arguments that are not JSON", kind="request") from None
+    if not isinstance(arguments, dict):
+        raise AgentError(f"tool call {call_id} arguments must be an object", kind="request")
+    return {"type": "tool-call", "tool_call_id": str(call_id), "tool_name": str(name), "input": arguments}
+
+
+# ---------------------------------------------------------------- reading
+
+
+def tool_calls_of(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The tool-call parts of an assistant message."""
+    content = message.get("content")
+    if message.get("role") != "assistant" or not isinstance(content, list):
+        return []
+    return [p for p in content if isinstance(p, dict) and p.get("type") == "tool-call"]
+
+
+def tool_results_of(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    if message.get("role") != "tool" or not isinstance(content, list):
+        return []
+    return [p for p in content if isinstance(p, dict) and p.get("type") == "tool-result"]
+
+
+def open_calls(history: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Tool calls in history that have no result yet, in order."""
+    answered = {p.get("tool_call_id") for m in history for p in tool_results_of(m)}
+    return [p for m in history for p in tool_calls_of(m) if p.get("tool_call_id") not in answered]
+
+
+def turns(history: Sequence[Message]) -> list[list[Message]]:
+    """Fold messages into turns: a user message, or a model response with its tool results.
+
+    A tool result joins the turn of the call with the same `tool_call_id`, wherever it sits
+    in the list (a store may give results before their call); the call comes first in the
+    turn. Results with no matching call are dropped. Adjacent assistant messages form one turn.
+    """
+    folded: list[list[Message]] = []
+    call_turn: dict[str, int] = {}
+    tool_messages: list[Message] = []
+    previous_was_assistant = False
+    for message in history:
+        role = message.get("role")
+        if role == "tool":
+            tool_messages.append(message)
+            previous_was_assistant = False
+            continue
+        if role == "assistant" and previous_was_assistant:
+            folded[-1].append(message)
+        else:
+            folded.append([message])
+        for part in tool_calls_of(message):
+            call_turn[str(part.get("tool_call_id"))] = len(folded) - 1
+        previous_was_assistant = role == "assistant"
+    for message in tool_messages:
+        _attach_results(message, call_turn, folded)
+    return folded
+
+
+def _attach_results(message: Message, call_turn: Mapping[str, int], folded: list[list[Message]]) -> None:
+    by_turn: dict[int, list[dict[str, Any]]] = {}
+    results = tool_results_of(message)
+    for part in results:
+        index = call_turn.get(str(part.get("tool_call_id")))
+        if index is not None:
+            by_turn.setdefault(index, []).append(part)
+    for index, parts in by_turn.items():
+        if len(by_turn) == 1 and len(parts) == len(message.get("content") or []):
+            folded[index].append(message)
+        else:
+            folded[index].append({**message, "content": parts})
+
+
+def render(history: Sequence[Mapping[str, Any]]) -> str:
+    """Readable text, one line per message: `user: …`, `assistant: [reasoning] … [call …]`, `tool: […]`."""
+    return "\n".join(f"{message.get('role')}: {_render_content(message.get('content'))}" for message in history)
+
+
+def _render_content(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return "" if content is None else json.dumps(content, ensure_ascii=False)
+    return " ".join(piece for piece in (_render_part(p) for p in content) if piece)
+
+
+def _render_part(part: Any) -> str:
+    if not isinstance(part, dict):
+        return str(part)
+    kind = part.get("type")
+    if kind == "text":
+        return str(part.get("text", ""))
+    if kind == "reasoning":
+        return f"[reasoning] {part.get('text', '')}".rstrip()
+    if kind == "image":
+        return "[image]"
+    if kind == "file":
+        return "[file]"
+    if kind == "tool-call":
+        return f"[call {part.get('tool_name')} {json.dumps(part.get('input', {}), ensure_ascii=False)}]"
+    if kind == "tool-result":
+        return _render_result(part)
+    return f"[{kind}]"
+
+
+def _render_result(part: Mapping[str, Any]) -> str:
+    output = part.get("output") or {}
+    kind = output.get("type")
+    value = output.get("value")
+    verb = {"error-text": "failed", "error-json": "failed", "execution-denied": "denied"}.get(str(kind), "returned")
+    if kind == "content" and isinstance(value, list):
+        body = _render_content(value)
+    elif isinstance(value, str):
+        body = value
+    elif value is None:
+        body = ""
+    else:
+        body = json.dumps(value, ensure_ascii=False)
+    return f"[{part.get('tool_name')} {verb}] {body}".rstrip()

@@ -1,0 +1,374 @@
+"""One model call: protocol adapter + HTTP + error kinds. No retries (that is the loop's job).
+
+    result = chat(base_url="http://127.0.0.1:8080/v1", model="small",
+                  messages=[{"role": "user", "content": "hi"}])
+    result.text, result.tool_calls, result.usage, result.finish_reason
+
+Every failure leaves as `AgentError` with a stable kind; the API key never appears in it.
+This is the only module (with its transport `_http.py`) that touches `requests`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .errors import AgentError
+from .protocols import get as get_adapter
+from .protocols.base import DEFAULT_CAPABILITIES, LLMResult, Request, StreamParser, ToolCall
+from ._utils.cancel import Signal, child
+from ._utils.secrets import redact
+from ._utils.sse import SSEParser
+
+log = logging.getLogger("agentcore")
+
+__all__ = ["LLMResult", "ToolCall", "chat", "complete"]
+
+EventCallback = Callable[[dict[str, Any]], None]
+_ERROR_BODY_LIMIT = 64 * 1024
+_SECRET_HEADER_WORDS = ("key", "auth", "token", "secret")
+
+
+def chat(
+    *,
+    base_url: str = "",
+    api_key: str = "",
+    model: Any,
+    messages: Sequence[Mapping[str, Any]],
+    system: str = "",
+    tools: Any = None,
+    protocol: str = "chat",
+    provider: Mapping[str, Any] | None = None,
+    stream: bool = True,
+    cache: bool | Mapping[str, Any] = True,
+    capabilities: Mapping[str, bool] | None = None,
+    media_fallback: str = "error",
+    output: Any = None,
+    max_tokens: int | None = None,
+    on_llm_event: EventCallback | None = None,
+    cancel: threading.Event | None = None,
+    request_timeout: float | None = None,
+) -> LLMResult:
+    """Send exactly one request to a model and return what it answered.
+
+    Args:
+        messages: history-format messages (no system message; pass `system`).
+        tools: tool schemas: a ToolSet, its `schema` mapping, or a list of
+            `{"name", "description", "input_schema"}` dicts.
+        cancel: a `threading.Event`; setting it cuts the connection and raises `aborted`.
+
+    Raises:
+        AgentError: with `kind` auth / limit / timeout / server / network / request / unknown /
+            aborted / config, and `status` and the vendor's message when a server answered.
+    """
+    from . import config as _config
+
+    _config.validate(
+        _config.merge(
+            _config.DEFAULTS,
+            {
+                "protocol": protocol,
+                "provider": dict(provider or {}),
+                "cache": dict(cache) if isinstance(cache, Mapping) else cache,
+                "capabilities": dict(capabilities or {}),
+                "media_fallback": media_fallback,
+                "model": model,
+            },
+        )
+    )
+    request = Request(
+        model=model if isinstance(model, str) else "",
+        messages=[dict(m) for m in messages],
+        system=system,
+        tools=tool_schemas(tools),
+        base_url=base_url,
+        api_key=api_key,
+        provider=dict(provider or {}),
+        stream=stream,
+        cache=dict(cache) if isinstance(cache, Mapping) else cache,
+        capabilities={**DEFAULT_CAPABILITIES, **(capabilities or {})},
+        media_fallback=media_fallback,
+        output=output,
+        max_tokens=max_tokens,
+    )
+    signal, unfollow = child(cancel)
+    try:
+        return complete(request, protocol, cancel=signal, on_event=on_llm_event, timeout=request_timeout, adapter=model)
+    finally:
+        unfollow()
+
+
+def tool_schemas(tools: Any) -> list[dict[str, Any]]:
+    """Tool declarations for a request: name, description, input_schema."""
+    if not tools:
+        return []
+    schema = getattr(tools, "schema", tools)
+    items = schema.values() if isinstance(schema, Mapping) else schema
+    return [
+        {
+            "name": t["name"],
+            "description": t.get("description", ""),
+            "input_schema": t.get("input_schema") or {"type": "object", "properties": {}},
+        }
+        for t in items
+    ]
+
+
+def complete(
+    request: Request,
+    protocol: str,
+    *,
+    cancel: Signal | None,
+    on_event: EventCallback | None,
+    timeout: float | None,
+    adapter: Any = None,
+) -> LLMResult:
+    """One request with a neutral `Request`: through a custom adapter object or a built-in protocol."""
+    if cancel is not None and cancel.is_set():
+        raise AgentError("the request was cancelled", kind="aborted")
+    if adapter is not None and not isinstance(adapter, str):
+        return _custom(adapter, request, cancel, on_event, timeout)
+    secrets = _secrets(request)
+    try:
+        return _http_request(request, protocol, cancel, on_event, timeout, secrets)
+    except AgentError as error:
+        if cancel is not None and cancel.is_set() and error.kind != "aborted":
+            raise AgentError("the request was cancelled", kind="aborted", cause=error) from error
+        raise
+
+
+def _custom(
+    adapter: Any, request: Request, cancel: Signal | None, on_event: EventCallback | None, timeout: float | None
+) -> LLMResult:
+    payload = {
+        "system": request.system,
+        "messages": request.messages,
+        "tools": request.tools,
+        "provider": request.provider,
+        "output": request.output,
+        "max_tokens": request.max_tokens,
+    }
+    try:
+        result = adapter.chat(payload, cancel=cancel, on_event=on_event, timeout=timeout)
+    except AgentError:
+        raise
+    except Exception as exc:
+        raise AgentError(f"the model adapter failed: {type(exc).__name__}: {exc}", kind="unknown", cause=exc) from exc
+    if not isinstance(result, LLMResult):
+        raise AgentError(
+            f"a model adapter's chat() must return an LLMResult, got {type(result).__name__}", kind="unknown"
+        )
+    return result
+
+
+def _http_request(
+    request: Request,
+    protocol: str,
+    cancel: Signal | None,
+    on_event: EventCallback | None,
+    timeout: float | None,
+    secrets: list[str],
+) -> LLMResult:
+    from ._http import Call
+
+    adapter = get_adapter(protocol)
+    wire = adapter.build(request)
+    body = json.dumps(wire.body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    headers = {"Content-Type": "application/json", **wire.headers}
+    if request.stream:
+        headers.setdefault("Accept", "text/event-stream")
+    with Call(cancel) as call:
+        response = _post(call, wire.url, body, headers, timeout, secrets)
+        if response.status_code >= 400:
+            raise _status_error(adapter, response, secrets)
+        content_type = response.headers.get("Content-Type", "")
+        if request.stream and "event-stream" in content_type:
+            return _read_stream(call, response, adapter.stream(), on_event, secrets)
+        return _read_json(call, response, adapter, on_event, secrets)
+
+
+def _post(call: Any, url: str, body: bytes, headers: dict[str, str], timeout: float | None, secrets: list[str]) -> Any:
+    import requests
+
+    try:
+        return call.post(url, body, headers, timeout)
+    except requests.exceptions.Timeout as exc:
+        raise _transport_error(call, exc, "timeout", secrets) from exc
+    except (requests.exceptions.RequestException, OSError) as exc:
+        raise _transport_error(call, exc, "network", secrets) from exc
+
+
+def _transport_error(call: Any, exc: BaseException, kind: str, secrets: list[str]) -> AgentError:
+    if call.aborted:
+        return AgentError("the request was cancelled", kind="aborted", cause=exc)
+    if kind == "network" and _is_timeout(exc):
+        kind = "timeout"
+    what = "timed out" if kind == "timeout" else "failed"
+    return AgentError(redact(f"the request {what}: {type(exc).__name__}: {exc}", secrets), kind=kind, cause=exc)
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, TimeoutError) or "timeout" in type(current).__name__.lower():
+            return True
+        if "timed out" in str(current).lower():
+            return True
+        current = current.__cause__ or current.__context__
+        if current is None and exc.args and isinstance(exc.args[0], BaseException):
+            current = exc.args[0]
+    return False
+
+
+def _status_error(adapter: Any, response: Any, secrets: list[str]) -> AgentError:
+    from ._utils.retry import parse_retry_after
+
+    status = int(response.status_code)
+    text = _read_limited(response)
+    message, overflow = adapter.error(status, text)
+    message = redact(message or response.reason or f"HTTP {status}", secrets)
+    return AgentError(
+        f"HTTP {status}: {message}",
+        kind=kind_of_status(status),
+        status=status,
+        body=redact(text, secrets),
+        overflow=overflow,
+        retry_after=parse_retry_after(dict(response.headers)),
+    )
+
+
+def kind_of_status(status: int) -> str:
+    if status in (401, 403):
+        return "auth"
+    if status == 429:
+        return "limit"
+    if status == 408:
+        return "timeout"
+    if status >= 500:
+        return "server"
+    if status >= 400:
+        return "request"
+    return "unknown"
+
+
+def _read_limited(response: Any) -> str:
+    try:
+        data = response.raw.read(_ERROR_BODY_LIMIT)
+    except Exception:
+        data = b""
+    return data.decode("utf-8", errors="replace") if isinstance(data, bytes) else str(data)
+
+
+def _read_json(call: Any, response: Any, adapter: Any, on_event: EventCallback | None, secrets: list[str]) -> LLMResult:
+    data = b"".join(_guarded_chunks(call, response, secrets))
+    status = int(response.status_code)
+    try:
+        body = json.loads(data)
+    except ValueError as exc:
+        snippet = redact(data[:200].decode("utf-8", errors="replace"), secrets)
+        raise AgentError(
+            f"the server answered {status} with a body that is not JSON: {snippet!r}",
+            kind="unknown",
+            status=status,
+            body=redact(data.decode("utf-8", errors="replace"), secrets),
+            cause=exc,
+        ) from exc
+    try:
+        result: LLMResult = adapter.parse(body)
+    except AgentError as error:
+        error.message = redact(error.message, secrets)
+        error.args = (error.message,)
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise AgentError(
+            f"the server answered {status} with a body this protocol cannot read: {type(exc).__name__}: {exc}",
+            kind="unknown",
+            status=status,
+            body=redact(data.decode("utf-8", errors="replace"), secrets),
+            cause=exc,
+        ) from exc
+    _emit(on_event, {"type": "finish", "finish_reason": result.finish_reason, "usage": result.usage})
+    return result
+
+
+def _read_stream(
+    call: Any, response: Any, parser: StreamParser, on_event: EventCallback | None, secrets: list[str]
+) -> LLMResult:
+    sse = SSEParser()
+    status = int(response.status_code)
+    for chunk in _guarded_chunks(call, response, secrets):
+        for event in sse.feed(chunk):
+            _feed(parser, event, on_event, status, secrets)
+    for event in sse.flush():
+        _feed(parser, event, on_event, status, secrets)
+    if call.aborted:
+        raise AgentError("the request was cancelled", kind="aborted")
+    if not parser.done:
+        raise AgentError("the stream ended before its end marker", kind="network", status=status)
+    try:
+        result = parser.result()
+    except AgentError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise AgentError(f"the stream could not be read: {exc}", kind="unknown", status=status, cause=exc) from exc
+    _emit(on_event, {"type": "finish", "finish_reason": result.finish_reason, "usage": result.usage})
+    return result
+
+
+def _feed(parser: StreamParser, event: Any, on_event: EventCallback | None, status: int, secrets: list[str]) -> None:
+    try:
+        events = parser.feed(event)
+    except AgentError as error:
+        error.message = redact(error.message, secrets)
+        error.args = (error.message,)
+        if error.body:
+            error.body = redact(error.body, secrets)
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise AgentError(
+            redact(f"a stream event could not be read: {type(exc).__name__}: {exc}", secrets),
+            kind="unknown",
+            status=status,
+            cause=exc,
+        ) from exc
+    for item in events:
+        _emit(on_event, item)
+
+
+def _guarded_chunks(call: Any, response: Any, secrets: list[str]) -> Any:
+    """Body chunks; transport failures become network/timeout errors, a cancel becomes aborted."""
+    iterator = call.chunks(response)
+    while True:
+        try:
+            chunk = next(iterator)
+        except StopIteration:
+            return
+        except Exception as exc:
+            kind = "timeout" if _is_timeout(exc) else "network"
+            raise _transport_error(call, exc, kind, secrets) from exc
+        yield chunk
+
+
+def _emit(on_event: EventCallback | None, event: dict[str, Any]) -> None:
+    if on_event is None:
+        return
+    try:
+        on_event(event)
+    except Exception:
+        log.warning("on_llm_event raised; the request goes on", exc_info=True)
+
+
+def _secrets(request: Request) -> list[str]:
+    secrets = [request.api_key] if request.api_key else []
+    headers = request.provider.get("headers") or {}
+    for name, value in headers.items():
+        if any(word in name.lower() for word in _SECRET_HEADER_WORDS) and isinstance(value, str):
+            secrets.append(value)
+            if value.lower().startswith("bearer "):
+                secrets.append(value[7:])
+    return secrets

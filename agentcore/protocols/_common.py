@@ -1,0 +1,223 @@
+"""Pure helpers the four wire adapters share: provider keys, cache settings, body merging.
+
+    check_provider(request.provider)                      # unknown key -> AgentError(kind="config")
+    cache = cache_settings(request.cache, base_url=..., model=..., system=...)
+    merge_body(body, provider.get("body"), source="provider.body", protected=("model", "messages", "stream"))
+
+Everything here is protocol-neutral; how a value is spelled on the wire stays in each adapter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import AgentError
+
+log = logging.getLogger("agentcore")
+
+# API.md §Wire: the only provider keys; vendor-specific fields travel in `body`.
+PROVIDER_KEYS = frozenset(
+    {
+        "temperature",
+        "top_p",
+        "top_k",
+        "max_output_tokens",
+        "stop",
+        "presence_penalty",
+        "frequency_penalty",
+        "seed",
+        "tool_choice",
+        "parallel_tool_calls",
+        "reasoning_effort",
+        "headers",
+        "body",
+    }
+)
+CACHE_KEYS = frozenset({"key", "retention", "body"})
+TOOL_CHOICE_MODES = ("auto", "none", "required")
+
+
+def check_provider(provider: Mapping[str, Any]) -> None:
+    """Reject provider keys outside API.md §Wire and malformed `headers` / `body`.
+
+    Raises:
+        AgentError: kind "config", naming the offending key.
+    """
+    unknown = sorted(set(provider) - PROVIDER_KEYS)
+    if unknown:
+        raise AgentError(
+            f"unknown provider key(s) {', '.join(map(repr, unknown))}; allowed: "
+            f"{', '.join(sorted(PROVIDER_KEYS))} (put vendor fields in provider['body'])",
+            kind="config",
+        )
+    headers = provider.get("headers")
+    if headers is not None and not (
+        isinstance(headers, Mapping)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
+    ):
+        raise AgentError("provider['headers'] must be a dict of str to str", kind="config")
+    body = provider.get("body")
+    if body is not None and not isinstance(body, Mapping):
+        raise AgentError("provider['body'] must be a dict", kind="config")
+
+
+def base_headers(provider: Mapping[str, Any], auth: Mapping[str, str]) -> dict[str, str]:
+    """JSON content type, the protocol's auth headers, then `provider['headers']` (which win)."""
+    headers = {"Content-Type": "application/json", **auth}
+    headers.update(provider.get("headers") or {})
+    return headers
+
+
+# ---------------------------------------------------------------- cache
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    """What `config["cache"]` asks for: a routing key, an optional retention, extra body fields."""
+
+    key: str
+    retention: str | None = None
+    body: dict[str, Any] = field(default_factory=dict)
+
+
+def default_cache_key(base_url: str, model: str, system: str) -> str:
+    """The key used when `cache` is True: stable for one agent's consecutive requests."""
+    return short_hash(base_url, model, system, length=32)
+
+
+def cache_settings(cache: Any, *, base_url: str, model: str, system: str) -> CacheSettings | None:
+    """Read `cache` (True / False / None / `{key, retention, body}`); None when caching is off.
+
+    Raises:
+        AgentError: kind "config" for another type, unknown dict keys or wrongly typed values.
+    """
+    if cache is None or cache is False:
+        return None
+    if cache is True:
+        return CacheSettings(default_cache_key(base_url, model, system))
+    if not isinstance(cache, Mapping):
+        raise AgentError("cache must be True, False or a dict {key, retention, body}", kind="config")
+    unknown = sorted(set(cache) - CACHE_KEYS)
+    if unknown:
+        raise AgentError(
+            f"unknown cache key(s) {', '.join(map(repr, unknown))}; allowed: body, key, retention",
+            kind="config",
+        )
+    key, retention, body = cache.get("key"), cache.get("retention"), cache.get("body")
+    if key is not None and not (isinstance(key, str) and key):
+        raise AgentError("cache['key'] must be a non-empty str", kind="config")
+    if retention is not None and not isinstance(retention, str):
+        raise AgentError("cache['retention'] must be a str", kind="config")
+    if body is not None and not isinstance(body, Mapping):
+        raise AgentError("cache['body'] must be a dict", kind="config")
+    return CacheSettings(key or default_cache_key(base_url, model, system), retention, dict(body or {}))
+
+
+# ---------------------------------------------------------------- body
+
+
+def merge_body(
+    body: dict[str, Any], extra: Mapping[str, Any] | None, *, source: str, protected: Iterable[str]
+) -> None:
+    """Merge `extra` into `body` in place; keys in `protected` are kept and a warning is logged."""
+    if not extra:
+        return
+    guarded = set(protected)
+    for key, value in extra.items():
+        if key in guarded:
+            log.warning("%s cannot override %r; the value is ignored", source, key)
+            continue
+        body[key] = value
+
+
+def tool_choice(value: Any) -> tuple[str, str | None]:
+    """Normalise `provider['tool_choice']` to (mode, tool name).
+
+    Accepted: "auto", "none", "required" (also "any"), a tool name as `{"name": ...}`,
+    `{"type": "tool"|"function", "name": ...}` or the chat shape
+    `{"type": "function", "function": {"name": ...}}`. A forced tool gives ("required", name).
+
+    Raises:
+        AgentError: kind "config" for anything else.
+    """
+    if isinstance(value, str):
+        mode = "required" if value == "any" else value
+        if mode in TOOL_CHOICE_MODES:
+            return mode, None
+    elif isinstance(value, Mapping):
+        function = value.get("function")
+        name = function.get("name") if isinstance(function, Mapping) else value.get("name")
+        if isinstance(name, str) and name:
+            return "required", name
+        if value.get("type") in ("auto", "none", "required", "any"):
+            return tool_choice(value["type"])
+    raise AgentError(
+        f"provider['tool_choice'] must be 'auto', 'none', 'required' or {{'name': tool}}, not {value!r}",
+        kind="config",
+    )
+
+
+# ---------------------------------------------------------------- errors and ids
+
+
+def kind_for_status(status: int | None) -> str:
+    """The AgentError kind of an HTTP status (API.md §Errors and retries)."""
+    if status is None:
+        return "server"
+    if status in (401, 403):
+        return "auth"
+    if status == 429:
+        return "limit"
+    if status == 408:
+        return "timeout"
+    if status >= 500:
+        return "server"
+    if status >= 400:
+        return "request"
+    return "unknown"
+
+
+def vendor_error(body_text: str) -> tuple[str, dict[str, Any]]:
+    """The vendor's message from an error body, and the error object (or {}).
+
+    Reads `{"error": {"message": ...}}` (OpenAI, Anthropic, Gemini, llama.cpp, Ollama),
+    `{"error": "..."}`, top-level `message` (vLLM's `{"object": "error", ...}`), `detail`
+    (FastAPI-based servers), and a list holding one of those. Falls back to the trimmed text.
+    """
+    try:
+        data: Any = json.loads(body_text)
+    except ValueError:
+        data = None
+    if isinstance(data, list) and data:
+        data = data[0]
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str) and error["message"]:
+            return error["message"], error
+        if isinstance(error, str) and error:
+            return error, data
+        for key in ("message", "detail"):
+            if isinstance(data.get(key), str) and data[key]:
+                return data[key], data
+    text = (body_text or "").strip()
+    return (text[:1000] if text else "empty error body"), {}
+
+
+def short_hash(*parts: object, length: int = 8) -> str:
+    """A deterministic hex digest (sha256) of the parts, cut to `length` characters."""
+    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode("utf-8", "replace"))
+    return digest.hexdigest()[:length]
+
+
+def generated_call_id(index: int, *seed: object) -> str:
+    """A deterministic tool-call id for servers that send none: `call_<index>_<hash>`."""
+    return f"call_{index}_{short_hash(index, *seed)}"
+
+
+def data_url(media_type: str, data: str) -> str:
+    return f"data:{media_type};base64,{data}"

@@ -1,0 +1,437 @@
+"""`@tool`: turn a typed Python function into a tool the model can call.
+
+    @tool
+    def add(a: int, b: int = 1) -> int:
+        \"\"\"Add two numbers.
+
+        Args:
+            a: The first number.
+            b: The second number.
+        \"\"\"
+        return a + b
+
+    add(1, 2)                 # still a plain call
+    add.input_schema          # {"type": "object", "properties": {...}, "required": ["a"]}
+    add.execute({"a": 1}, ctx)
+
+The schema is inferred with the standard library only (type hints + the Google-style
+docstring). A parameter annotated `ToolContext` receives the call's context and never
+appears in the schema.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import json
+import re
+import threading
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, ParamSpec, TypeVar, Union, overload
+
+from ..errors import AgentError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_SECTIONS = re.compile(
+    r"^\s*(Args|Arguments|Parameters|Params|Returns|Return|Yields|Raises|Examples?|Notes?):\s*$"
+)
+_ARG_LINE = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What a running tool may know about its call.
+
+    Attributes:
+        tool_call_id: the id the model gave this call.
+        tool_name: the tool's name.
+        cancel: set when the call is interrupted or timed out; long tools should check it.
+        agent_id: the id of the agent running the call ("" for a direct `execute()`).
+    """
+
+    tool_call_id: str
+    tool_name: str
+    cancel: threading.Event
+    agent_id: str = ""
+
+
+class FunctionTool(Generic[P, R]):
+    """A function decorated with `@tool`: callable as before, plus the tool's description.
+
+    Attributes:
+        name, description, input_schema, timeout, to_model_output: the tool's fields.
+        context_param: the parameter that receives the `ToolContext`, if any.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[P, R],
+        *,
+        name: str,
+        description: str,
+        input_schema: dict[str, Any],
+        timeout: float | None,
+        to_model_output: Callable[..., Any] | None,
+        context_param: str | None,
+        enums: Mapping[str, type[enum.Enum]],
+    ) -> None:
+        functools.update_wrapper(self, fn)
+        self._fn = fn
+        self._call: Callable[..., R] = fn
+        self.name = name
+        self.description = description
+        self.input_schema = input_schema
+        self.timeout = timeout
+        self.to_model_output = to_model_output
+        self.context_param = context_param
+        self._enums = dict(enums)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self._fn(*args, **kwargs)
+
+    def execute(self, input: Mapping[str, Any], ctx: Any = None) -> R:
+        """Run the function with the model's input as keyword arguments.
+
+        Enum parameters get their members back (the model sends values), and the
+        context parameter, if any, gets `ctx`.
+        """
+        kwargs = {key: self._from_json(key, value) for key, value in input.items()}
+        if self.context_param is not None:
+            kwargs[self.context_param] = ctx if ctx is not None else _detached_context(self.name)
+        return self._call(**kwargs)
+
+    def _from_json(self, key: str, value: Any) -> Any:
+        cls = self._enums.get(key)
+        if cls is None or value is None or isinstance(value, cls):
+            return value
+        return cls(value)
+
+    def __repr__(self) -> str:
+        return f"<tool {self.name}>"
+
+    def __reduce__(self) -> str:
+        # Pickled by reference, like the function it replaces at module level.
+        return str(getattr(self, "__qualname__", self.name))
+
+
+@overload
+def tool(fn: Callable[P, R], /) -> FunctionTool[P, R]: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+    to_model_output: Callable[..., Any] | None = None,
+) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
+
+
+def tool(
+    fn: Callable[P, R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+    to_model_output: Callable[..., Any] | None = None,
+) -> FunctionTool[P, R] | Callable[[Callable[P, R]], FunctionTool[P, R]]:
+    """Make a tool of a function: `@tool` or `@tool(name=, description=, timeout=, to_model_output=)`.
+
+    Args:
+        fn: the function (when used as `@tool` without parentheses).
+        name: the tool's name; defaults to the function's name.
+        description: defaults to the docstring text before its `Args:` section.
+        timeout: seconds after which the call is reported as timed out.
+        to_model_output: `fn(output=, input=) -> output block`, to shape the result yourself.
+
+    Raises:
+        AgentError: kind "config", for `*args`/`**kwargs`, positional-only parameters or a bad option.
+    """
+
+    def decorate(function: Callable[P, R]) -> FunctionTool[P, R]:
+        return _build(function, name, description, timeout, to_model_output)
+
+    if fn is not None:
+        return decorate(fn)
+    return decorate
+
+
+def _build(
+    fn: Callable[P, R],
+    name: str | None,
+    description: str | None,
+    timeout: float | None,
+    to_model_output: Callable[..., Any] | None,
+) -> FunctionTool[P, R]:
+    tool_name = name if name is not None else getattr(fn, "__name__", None)
+    if not isinstance(tool_name, str) or not tool_name or tool_name == "<lambda>":
+        raise AgentError(f"@tool needs a name for {fn!r}: pass @tool(name=...)", kind="config")
+    if not is_timeout(timeout):
+        raise AgentError(f"@tool {tool_name}: timeout must be a number of seconds > 0", kind="config")
+    if to_model_output is not None and not callable(to_model_output):
+        raise AgentError(f"@tool {tool_name}: to_model_output must be callable", kind="config")
+    summary, arg_docs = parse_docstring(getattr(fn, "__doc__", None))
+    schema, context_param, enums = infer_schema(fn, tool_name, arg_docs)
+    return FunctionTool(
+        fn,
+        name=tool_name,
+        description=description if description is not None else summary,
+        input_schema=schema,
+        timeout=float(timeout) if timeout is not None else None,
+        to_model_output=to_model_output,
+        context_param=context_param,
+        enums=enums,
+    )
+
+
+def is_timeout(value: Any) -> bool:
+    """None, or a number of seconds > 0 (bools are not numbers here)."""
+    if value is None:
+        return True
+    return not isinstance(value, bool) and isinstance(value, int | float) and value > 0
+
+
+def _detached_context(name: str) -> ToolContext:
+    return ToolContext(tool_call_id="", tool_name=name, cancel=threading.Event())
+
+
+# ---------------------------------------------------------------- docstring
+
+
+def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """Split a Google-style docstring into (description, {parameter: description}).
+
+    The description is the text before the first section header (`Args:`, `Returns:`, ...).
+    Continuation lines of an argument, indented deeper, are joined with a space.
+    """
+    if not doc:
+        return "", {}
+    import inspect
+
+    lines = inspect.cleandoc(doc).splitlines()
+    summary: list[str] = []
+    args: dict[str, str] = {}
+    index = 0
+    while index < len(lines) and not _SECTIONS.match(lines[index]):
+        summary.append(lines[index])
+        index += 1
+    while index < len(lines):
+        header = _SECTIONS.match(lines[index])
+        index += 1
+        if header is None:
+            continue
+        section_indent = _indent(lines[index - 1])
+        body: list[str] = []
+        while index < len(lines) and (not lines[index].strip() or _indent(lines[index]) > section_indent):
+            body.append(lines[index])
+            index += 1
+        if header.group(1) in ("Args", "Arguments", "Parameters", "Params"):
+            args.update(_parse_args(body))
+    return "\n".join(summary).strip(), args
+
+
+def _parse_args(body: list[str]) -> dict[str, str]:
+    entries: dict[str, str] = {}
+    entry_indent: int | None = None
+    current: str | None = None
+    for line in body:
+        if not line.strip():
+            continue
+        indent = _indent(line)
+        match = _ARG_LINE.match(line.strip())
+        if match and (entry_indent is None or indent <= entry_indent):
+            entry_indent = indent
+            current = match.group(1).lstrip("*")
+            entries[current] = match.group(2).strip()
+        elif current is not None:
+            entries[current] = (entries[current] + " " + line.strip()).strip()
+    return entries
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+# ---------------------------------------------------------------- schema
+
+
+def infer_schema(
+    fn: Callable[..., Any], tool_name: str, arg_docs: Mapping[str, str] | None = None
+) -> tuple[dict[str, Any], str | None, dict[str, type[enum.Enum]]]:
+    """The input schema of `fn`, the name of its ToolContext parameter, and its Enum parameters.
+
+    Raises:
+        AgentError: kind "config", for `*args`, `**kwargs` or positional-only parameters.
+    """
+    import inspect
+
+    hints = _type_hints(fn)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    context_param: str | None = None
+    enums: dict[str, type[enum.Enum]] = {}
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+            raise AgentError(
+                f"@tool {tool_name}: parameter {param.name!r} is {param.kind.description}; "
+                "tools take named parameters only (the model sends one JSON object)",
+                kind="config",
+            )
+        annotation = hints.get(param.name, param.annotation)
+        if _is_context(annotation):
+            context_param = param.name
+            continue
+        enum_cls = _enum_class(annotation)
+        if enum_cls is not None:
+            enums[param.name] = enum_cls
+        prop = schema_of(annotation) if annotation is not param.empty else {}
+        if arg_docs and arg_docs.get(param.name):
+            prop = {**prop, "description": arg_docs[param.name]}
+        if param.default is param.empty:
+            required.append(param.name)
+        elif _is_json(param.default):
+            prop = {**prop, "default": json.loads(json.dumps(_json_default(param.default)))}
+        properties[param.name] = prop
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    return schema, context_param, enums
+
+
+def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    """Resolved hints; a name that cannot be resolved (a TYPE_CHECKING import, a class local
+    to a function) stays a string and constrains nothing, without losing the other hints."""
+    try:
+        return typing.get_type_hints(fn)
+    except Exception:
+        pass
+    namespace = dict(getattr(fn, "__globals__", {}))
+    hints: dict[str, Any] = {}
+    for name, annotation in (getattr(fn, "__annotations__", None) or {}).items():
+        if isinstance(annotation, str):
+            try:
+                # What get_type_hints does, one annotation at a time.
+                annotation = eval(annotation, namespace)
+            except Exception:
+                pass
+        hints[name] = annotation
+    return hints
+
+
+def schema_of(annotation: Any) -> dict[str, Any]:
+    """JSON Schema for one type hint. Unknown types give `{}` (no constraint)."""
+    if annotation is Any or isinstance(annotation, str | typing.TypeVar):
+        return {}
+    if annotation is None or annotation is type(None):
+        return {"type": "null"}
+    simple = _SIMPLE.get(annotation) if isinstance(annotation, type) else None
+    if simple is not None:
+        return {"type": simple}
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return _enum_schema([member.value for member in annotation])
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is Literal:
+        return _enum_schema(list(args))
+    if origin is Union or origin is types.UnionType:
+        return _union_schema(args)
+    if annotation in (list, set, frozenset, tuple) or origin in (list, set, frozenset, Sequence):
+        return _array_schema(args[0] if args else None)
+    if origin is tuple:
+        return _tuple_schema(args)
+    if annotation is dict or origin in (dict, Mapping) or annotation is Mapping:
+        return _object_schema(args[1] if len(args) == 2 else None)
+    if typing.get_origin(annotation) is typing.Annotated:
+        return schema_of(args[0])
+    return {}
+
+
+_SIMPLE: dict[Any, str] = {bool: "boolean", int: "integer", float: "number", str: "string"}
+
+
+def _enum_schema(values: list[Any]) -> dict[str, Any]:
+    schema: dict[str, Any] = {"enum": values}
+    kinds = {_json_type(value) for value in values}
+    if len(kinds) == 1 and None not in kinds:
+        schema = {"type": kinds.pop(), **schema}
+    return schema
+
+
+def _json_type(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return None
+
+
+def _union_schema(args: tuple[Any, ...]) -> dict[str, Any]:
+    # Optional[X] travels as anyOf [X, null]: valid everywhere, and Gemini accepts anyOf
+    # where it rejects a list-valued "type".
+    options = [schema_of(arg) for arg in args if arg is not type(None)]
+    if any(option == {} for option in options):
+        return {}
+    if len(args) > len(options):
+        options.append({"type": "null"})
+    return options[0] if len(options) == 1 else {"anyOf": options}
+
+
+def _array_schema(item: Any) -> dict[str, Any]:
+    items = schema_of(item) if item is not None else {}
+    return {"type": "array", "items": items} if items else {"type": "array"}
+
+
+def _tuple_schema(args: tuple[Any, ...]) -> dict[str, Any]:
+    if len(args) == 2 and args[1] is Ellipsis:
+        return _array_schema(args[0])
+    schemas = [schema_of(arg) for arg in args]
+    same = all(item == schemas[0] for item in schemas)
+    schema: dict[str, Any] = {"type": "array", "minItems": len(args), "maxItems": len(args)}
+    if schemas and same and schemas[0]:
+        schema["items"] = schemas[0]
+    return schema
+
+
+def _object_schema(value: Any) -> dict[str, Any]:
+    values = schema_of(value) if value is not None else {}
+    return {"type": "object", "additionalProperties": values} if values else {"type": "object"}
+
+
+def _is_context(annotation: Any) -> bool:
+    if isinstance(annotation, str):
+        return annotation.rsplit(".", 1)[-1] == "ToolContext"
+    if typing.get_origin(annotation) in (Union, types.UnionType):
+        return any(_is_context(arg) for arg in typing.get_args(annotation))
+    return isinstance(annotation, type) and issubclass(annotation, ToolContext)
+
+
+def _enum_class(annotation: Any) -> type[enum.Enum] | None:
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return annotation
+    if typing.get_origin(annotation) in (Union, types.UnionType):
+        found = [cls for arg in typing.get_args(annotation) if (cls := _enum_class(arg)) is not None]
+        return found[0] if len(found) == 1 else None
+    return None
+
+
+def _json_default(value: Any) -> Any:
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+def _is_json(value: Any) -> bool:
+    try:
+        json.dumps(_json_default(value), allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return True
