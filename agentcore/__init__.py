@@ -27,7 +27,7 @@ __version__ = "0.1.0"
 def __getattr__(name: str) -> object:
     # text_tools is only needed by tool_mode "text"/"auto"; load it on first use.
     if name == "text_tools":
-        from . import text_tools
+        import importlib
 
-        return text_tools
+        return importlib.import_module(f"{__name__}.text_tools")
     raise AttributeError(f"module 'agentcore' has no attribute {name!r}")

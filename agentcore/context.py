@@ -116,9 +116,12 @@ def _tail(before: list[list[Message]], budget: float, ratio: float, exclude: set
             break
         chosen.add(i)
         used += cost
+    # The user's latest instruction before the summary stays, even past the 3-turn count —
+    # but never past the budget: a 200k-character paste must not pin every later request.
     latest_user = next((i for i in candidates if before[i][0].get("role") == "user"), None)
-    if latest_user is not None and latest_user not in exclude:
-        chosen.add(latest_user)
+    if latest_user is not None and latest_user not in exclude and latest_user not in chosen:
+        if used + _turn_tokens(before[latest_user], ratio) <= budget:
+            chosen.add(latest_user)
     return chosen
 
 

@@ -363,6 +363,11 @@ class _Batch:
 
     def start(self) -> None:
         self._unwake = self.cancel.on_set(self._wake)
+        if len(self.calls) == 1 and self.state.callbacks.get("on_permission") is None:
+            # One call and no permission wait: run it here. run_call itself returns at once on
+            # cancel, so nothing needs a thread of its own to stay interruptible.
+            self._work(0, self.calls[0])
+            return
         for index, call in enumerate(self.calls):
             self._threads.append(spawn(lambda i=index, c=call: self._work(i, c), name="agentcore-tool-call"))
 

@@ -277,6 +277,7 @@ class _Block:
     values: list[Any] | None = None
     name_hint: str = ""
     xml_tool: str = ""
+    closed: bool = True
 
 
 def read(text: str, spec: TextToolSpec, loose: bool = True, *, id_salt: str = "") -> TextToolRead:
@@ -358,27 +359,32 @@ def _call_block(text: str, match: re.Match[str], scanner: re.Pattern[str], loose
             raw = text[body_start : closing.start()].strip()
             return _Block(start, closing.end(), raw, values, hint)
         if loose:
-            boundary = _boundary(text, json_end, close, scanner)
+            boundary = _boundary(text, json_end, close, scanner, inner_xml=True)
             if boundary[1] is not None:
                 # Junk between the JSON and the closing tag: the JSON is the call.
                 return _Block(start, boundary[1], text[body_start:json_end].strip(), values, hint)
             # Unclosed: the call is the JSON; whatever follows stays text.
             end = _skip_fence_and_space(text, json_end)
             return _Block(start, end, text[body_start:json_end].strip(), values, hint)
-    body_end, block_end = _boundary(text, body_start, close, scanner)
+    body_end, block_end = _boundary(text, body_start, close, scanner, inner_xml=True)
     raw = text[body_start:body_end].strip()
-    return _Block(start, block_end if block_end is not None else body_end, raw, None, hint)
+    if block_end is None:
+        return _Block(start, body_end, raw, None, hint, closed=False)
+    return _Block(start, block_end, raw, None, hint)
 
 
 def _boundary(
-    text: str, pos: int, close: re.Pattern[str], scanner: re.Pattern[str]
+    text: str, pos: int, close: re.Pattern[str], scanner: re.Pattern[str], inner_xml: bool = False
 ) -> tuple[int, int | None]:
     """Where a block's body ends: (body end, block end after the closing tag or None if unclosed).
 
-    An unclosed block runs to the next opener, invented result, or the end of the text.
+    An unclosed block runs to the next opener, invented result, or the end of the text. With
+    `inner_xml`, XML-style tool tags belong to the body (`<tool_call><add>...</add></tool_call>`).
     """
     closing = close.search(text, pos)
     following = scanner.search(text, pos)
+    while inner_xml and following is not None and following.groupdict().get("xml") is not None:
+        following = scanner.search(text, following.end())
     if closing is not None and (following is None or closing.start() <= following.start()):
         return closing.start(), closing.end()
     return (following.start() if following is not None else len(text)), None
@@ -461,6 +467,12 @@ def _entries(block: _Block, spec: TextToolSpec, loose: bool) -> list[_Entry]:
     """The (name, arguments, reason-if-invalid) entries one block yields."""
     if block.xml_tool:
         return [_xml_entry(block, spec)]
+    if loose and block.values is None and block.raw.startswith("<"):
+        inner = _scan(block.raw, spec, loose)[0]
+        if len(inner) == 1 and inner[0].xml_tool:
+            return [_xml_entry(inner[0], spec)]
+    if not loose and not block.closed:
+        return [(_guess_name(block.raw, ""), {}, "the block is not closed with </tool_call>")]
     values = block.values
     if values is None and loose:
         values = _parse_lenient(block.raw)
@@ -521,6 +533,8 @@ def _strict_entry(value: dict[str, Any], spec: TextToolSpec) -> _Entry:
     arguments = value.get("arguments", {})
     if not isinstance(name, str) or not name:
         return ("", {}, 'the call has no "name"')
+    if set(value) - {"name", "arguments"}:
+        return (name, {}, 'a call has only "name" and "arguments"')
     if name not in spec.tools:
         return (name, {}, f"unknown tool {name!r}")
     if not isinstance(arguments, dict):

@@ -33,7 +33,8 @@ def get(name: str) -> Adapter:
         # import inside it is a bug that should surface as is.
         if exc.name != module_name:
             raise
-        raise AgentError(f"protocol {name!r} is not available (no module {module_name})", kind="config") from exc
+        message = f"protocol {name!r} is not available (no module {module_name})"
+        raise AgentError(message, kind="config") from exc
     return cast(Adapter, module.adapter)
 
 

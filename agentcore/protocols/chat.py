@@ -248,7 +248,7 @@ def _user_content(content: Any, request: Request) -> str | list[dict[str, Any]]:
     if isinstance(content, str):
         return content
     parts = allowed_parts(
-        [p for p in content if isinstance(p, dict)], request.capabilities, request.media_fallback
+        [p for p in content or [] if isinstance(p, dict)], request.capabilities, request.media_fallback
     )
     wire = [w for w in (_content_part(p) for p in parts) if w is not None]
     # A lone text part goes as a plain string: some compatible servers take only strings.

@@ -151,7 +151,9 @@ class ResponsesAdapter:
         if isinstance(body.get("error"), dict):
             raise _error_from(body["error"], json.dumps(body))
         if "output" not in body and "status" not in body:
-            raise AgentError("the responses reply has no output", kind="unknown", status=200, body=json.dumps(body))
+            raise AgentError(
+                "the responses reply has no output", kind="unknown", status=200, body=json.dumps(body)
+            )
         return _result(body, body.get("output") or [], raw=body, terminal=True)
 
     def stream(self, request: Request | None = None) -> ResponsesStream:
@@ -194,14 +196,18 @@ def _input_items(request: Request) -> list[dict[str, Any]]:
         elif role == "tool":
             items.extend(_tool_output_item(result, request) for result in content or [])
         else:
-            raise AgentError(f"cannot send a history message with role {role!r}", kind="request", retryable=False)
+            raise AgentError(
+                f"cannot send a history message with role {role!r}", kind="request", retryable=False
+            )
     return items
 
 
 def _user_content(content: Any, request: Request) -> str | list[dict[str, Any]]:
     if isinstance(content, str):
         return content
-    parts = allowed_parts([p for p in content or [] if isinstance(p, dict)], request.capabilities, request.media_fallback)
+    parts = allowed_parts(
+        [p for p in content or [] if isinstance(p, dict)], request.capabilities, request.media_fallback
+    )
     return [wire for wire in map(_input_part, parts) if wire is not None]
 
 
@@ -277,8 +283,15 @@ def _reasoning_item(part: dict[str, Any], request: Request) -> dict[str, Any] | 
     if meta is None or not meta.get("encrypted_content") or not meta.get("id"):
         return None
     text = str(part.get("text") or "")
-    summary = [{"type": "summary_text", "text": text}] if text and request.capabilities.get("reasoning") else []
-    return {"type": "reasoning", "id": meta["id"], "encrypted_content": meta["encrypted_content"], "summary": summary}
+    summary = (
+        [{"type": "summary_text", "text": text}] if text and request.capabilities.get("reasoning") else []
+    )
+    return {
+        "type": "reasoning",
+        "id": meta["id"],
+        "encrypted_content": meta["encrypted_content"],
+        "summary": summary,
+    }
 
 
 def _function_call_item(part: dict[str, Any]) -> dict[str, Any]:
@@ -299,7 +312,9 @@ def _tool_output_item(result: dict[str, Any], request: Request) -> dict[str, Any
     value = output.get("value")
     wire: str | list[dict[str, Any]]
     if output.get("type") == "content" and isinstance(value, list):
-        parts = allowed_parts([p for p in value if isinstance(p, dict)], request.capabilities, request.media_fallback)
+        parts = allowed_parts(
+            [p for p in value if isinstance(p, dict)], request.capabilities, request.media_fallback
+        )
         wire = [w for w in map(_input_part, parts) if w is not None]
     else:
         wire = output_value_text(output)
@@ -309,7 +324,9 @@ def _tool_output_item(result: dict[str, Any], request: Request) -> dict[str, Any
 def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
-    return "".join(str(p.get("text", "")) for p in content or [] if isinstance(p, dict) and p.get("type") == "text")
+    return "".join(
+        str(p.get("text", "")) for p in content or [] if isinstance(p, dict) and p.get("type") == "text"
+    )
 
 
 # ---------------------------------------------------------------- request: tools, generation, cache
@@ -364,7 +381,9 @@ def _apply_generation(body: dict[str, Any], request: Request) -> None:
 
 
 def _apply_cache(body: dict[str, Any], request: Request) -> None:
-    cache = cache_settings(request.cache, base_url=request.base_url, model=request.model, system=request.system)
+    cache = cache_settings(
+        request.cache, base_url=request.base_url, model=request.model, system=request.system
+    )
     if cache is None:
         return
     body["prompt_cache_key"] = cache.key
@@ -432,7 +451,9 @@ def _function_call(item: dict[str, Any]) -> tuple[dict[str, Any], ToolCall]:
     call_id = str(item.get("call_id") or item.get("id") or "")
     name = str(item.get("name") or "")
     arguments, raw = parse_arguments(_arguments_text(item.get("arguments")))
-    part = tool_call_part(call_id, name, arguments, provider_metadata={"protocol": NAME, "id": item.get("id")})
+    part = tool_call_part(
+        call_id, name, arguments, provider_metadata={"protocol": NAME, "id": item.get("id")}
+    )
     return part, ToolCall(call_id, name, arguments, raw)
 
 
@@ -492,8 +513,14 @@ class _ItemDraft:
         if kind == "message":
             return {**self.item, "content": [{"type": "output_text", "text": "".join(self.text)}]}
         if kind == "reasoning":
-            summary = [{"type": "summary_text", "text": "".join(self.summary[i])} for i in sorted(self.summary)]
-            content = [{"type": "reasoning_text", "text": "".join(self.reasoning_text)}] if self.reasoning_text else []
+            summary = [
+                {"type": "summary_text", "text": "".join(self.summary[i])} for i in sorted(self.summary)
+            ]
+            content = (
+                [{"type": "reasoning_text", "text": "".join(self.reasoning_text)}]
+                if self.reasoning_text
+                else []
+            )
             return {**self.item, "summary": summary, "content": content}
         return None
 
@@ -520,7 +547,9 @@ class ResponsesStream:
         self._events.append(payload)
         kind = str(payload.get("type") or event.event)
         if kind == "error":
-            raise _error_from(payload.get("error") if isinstance(payload.get("error"), dict) else payload, data)
+            raise _error_from(
+                payload.get("error") if isinstance(payload.get("error"), dict) else payload, data
+            )
         if kind in _TERMINAL_EVENTS:
             return self._finish(payload, kind, data)
         if kind == "response.output_item.added":
@@ -536,7 +565,12 @@ class ResponsesStream:
         items = response.get("output")
         if not items:
             items = [d.current() for _, d in sorted(self._drafts.items())]
-        return _result(response, [i for i in items if i is not None], raw=self._events, terminal=self._response is not None)
+        return _result(
+            response,
+            [i for i in items if i is not None],
+            raw=self._events,
+            terminal=self._response is not None,
+        )
 
     def _finish(self, payload: dict[str, Any], kind: str, data: str) -> list[dict[str, Any]]:
         response = payload.get("response")
@@ -556,7 +590,12 @@ class ResponsesStream:
             return []
         part, _ = _function_call(item)
         return [
-            {"type": "tool-call", "tool_call_id": part["tool_call_id"], "tool_name": part["tool_name"], "input": part["input"]}
+            {
+                "type": "tool-call",
+                "tool_call_id": part["tool_call_id"],
+                "tool_name": part["tool_name"],
+                "input": part["input"],
+            }
         ]
 
     def _delta(self, kind: str, payload: dict[str, Any]) -> list[dict[str, Any]]:
@@ -578,7 +617,12 @@ class ResponsesStream:
             draft.arguments.append(delta)
             call_id = str(draft.item.get("call_id") or draft.item.get("id") or "")
             return [
-                {"type": "tool-call-delta", "tool_call_id": call_id, "tool_name": str(draft.item.get("name") or ""), "delta": delta}
+                {
+                    "type": "tool-call-delta",
+                    "tool_call_id": call_id,
+                    "tool_name": str(draft.item.get("name") or ""),
+                    "delta": delta,
+                }
             ]
         return []
 
@@ -594,7 +638,9 @@ def _load_event(data: str) -> dict[str, Any]:
     except ValueError:
         payload = None
     if not isinstance(payload, dict):
-        raise AgentError(f"malformed responses stream event: {data[:200]!r}", kind="unknown", status=200, body=data)
+        raise AgentError(
+            f"malformed responses stream event: {data[:200]!r}", kind="unknown", status=200, body=data
+        )
     return payload
 
 

@@ -68,6 +68,11 @@ class FunctionTool(Generic[P, R]):
         context_param: the parameter that receives the `ToolContext`, if any.
     """
 
+    # Copied from the function by functools.update_wrapper.
+    __name__: str
+    __qualname__: str
+    __wrapped__: Callable[P, R]
+
     def __init__(
         self,
         fn: Callable[P, R],
@@ -177,6 +182,12 @@ def _build(
         raise AgentError(f"@tool {tool_name}: timeout must be a number of seconds > 0", kind="config")
     if to_model_output is not None and not callable(to_model_output):
         raise AgentError(f"@tool {tool_name}: to_model_output must be callable", kind="config")
+    import inspect
+
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        raise AgentError(
+            f"@tool {tool_name}: async functions are not supported; use a plain def", kind="config"
+        )
     summary, arg_docs = parse_docstring(getattr(fn, "__doc__", None))
     schema, context_param, enums = infer_schema(fn, tool_name, arg_docs)
     return FunctionTool(

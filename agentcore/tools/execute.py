@@ -205,7 +205,8 @@ def _check_input(name: str, schema: Any, arguments: Any) -> dict[str, Any] | Non
     if len(lines) > _MAX_LISTED_ERRORS:
         lines = [*lines[:_MAX_LISTED_ERRORS], f"... and {len(lines) - _MAX_LISTED_ERRORS} more"]
     return error_result(
-        f"Invalid input for tool {name!r}: " + "; ".join(lines)
+        f"Invalid input for tool {name!r}: "
+        + "; ".join(lines)
         + ". The tool did not run; call it again with corrected arguments."
     )
 

@@ -23,13 +23,23 @@ class MemoryTool:
 
 @dataclass(frozen=True)
 class FileTool:
-    """A tool defined in a .py file; runs in a tool process (see tools/runner.py)."""
+    """A tool defined in a .py file; runs in a tool process (see tools/runner.py).
+
+    Attributes:
+        name: the tool's name.
+        path: absolute path of the file that defines it (imported in the tool process).
+        folder: the scanned folder (on `sys.path` in the tool process, with the file's own folder).
+        timeout: seconds after which the call is killed and reported as timed out.
+        stamp: `(relative path, mtime_ns, size)` of every .py file of `folder` at scan time.
+        version: a digest of `stamp`; a tool process holding another version re-imports the folder.
+    """
 
     name: str
     path: str
     folder: str
     timeout: float | None = None
     stamp: tuple[Any, ...] = field(default=(), compare=False)
+    version: str = ""
 
 
 Handler = MemoryTool | FileTool

@@ -18,9 +18,11 @@ from typing import Any
 
 from .._utils.cancel import Signal
 from .._utils.notify import notify
+from .._utils.threads import spawn
 from .decorator import ToolContext
 from .handlers import MemoryTool
 from .shape import (
+    error_result,
     exception_result,
     generator_value,
     interrupted_result,
@@ -71,8 +73,8 @@ class _Call:
         self._result: dict[str, Any] | None = None
 
     def start(self) -> None:
-        thread = threading.Thread(target=self._run, name=f"agentcore-tool-{self.handler.name}", daemon=True)
-        thread.start()
+        # spawn() keeps the run's owner, so stop() called inside the tool only sets cancel.
+        spawn(self._run, name=f"agentcore-tool-{self.handler.name}")
 
     def close(self, *, cancelled: bool, timeout: float | None) -> dict[str, Any]:
         """End the call for the caller: its result, or interrupted / timed out (and ctx.cancel set)."""
@@ -103,6 +105,9 @@ class _Call:
             value = handler.execute(self.input, self.ctx)
         else:
             value = handler.execute(self.input)
+        if isinstance(value, types.CoroutineType):
+            value.close()
+            return error_result("The tool is an async function; tools must be plain functions (no asyncio).")
         if isinstance(value, types.GeneratorType):
             value = self._drain(value)
             if self.ctx.cancel.is_set():

@@ -222,7 +222,7 @@ def test_reasoning_is_sent_as_reasoning_content_when_the_capability_is_on() -> N
 
 @pytest.mark.parametrize("reasoning", [False, True])
 def test_empty_assistant_messages_are_never_sent(reasoning: bool) -> None:
-    history = [
+    history: list[dict[str, Any]] = [
         {"role": "user", "content": "q"},
         {"role": "assistant", "content": []},
         {"role": "assistant", "content": [{"type": "text", "text": ""}]},

@@ -171,12 +171,12 @@ def neutral_history(wire: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any
         message = wire[i]
         role, content = message["role"], message.get("content")
         if role in ("system", "developer"):
-            system.append(content)
+            system.append(str(content))
         elif role == "user":
-            parts = content if isinstance(content, str) else [neutral_part(p) for p in content]
-            history.append({"role": "user", "content": parts})
+            user_content = content if isinstance(content, str) else [neutral_part(p) for p in content or []]
+            history.append({"role": "user", "content": user_content})
         elif role == "assistant":
-            parts = [{"type": "text", "text": content}] if content else []
+            parts: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
             for call in message.get("tool_calls") or []:
                 arguments = json.loads(call["function"]["arguments"])
                 parts.append(
@@ -341,7 +341,7 @@ def test_rebuilt_request_validates_against_openai_schema(path: Path) -> None:
 
 def test_a_request_using_every_feature_validates_against_openai_schema() -> None:
     png = "iVBORw0KGgo="
-    history = [
+    history: list[dict[str, Any]] = [
         {
             "role": "user",
             "content": [

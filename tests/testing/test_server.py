@@ -453,14 +453,16 @@ def test_close_leaves_no_threads_or_sockets() -> None:
         pytest.skip("needs /proc")
     threads_before, fds_before = set(threading.enumerate()), open_fds()
     for _ in range(10):
-        with requests.Session() as client:
+        with requests.Session() as idle, requests.Session() as client:
             server = ModelServer(["a", {"text": "stalled", "stall_after": 1}], default="z")
-            client.post(server.base_url + CHAT, json={"stream": True}, timeout=5).close()
+            # `idle` keeps its connection open (keep-alive) while the server closes
+            assert idle.post(server.base_url + CHAT, json={"stream": True}, timeout=5).ok
             stalled = client.post(server.base_url + CHAT, json={"stream": True}, stream=True, timeout=5)
             next(stalled.iter_lines())
-            # the session's pooled connection is still open (idle keep-alive) when we close
+            start = time.monotonic()
             server.close()
             server.close()
+            assert time.monotonic() - start < 1
             stalled.close()
     assert set(threading.enumerate()) <= threads_before
     assert open_fds() <= fds_before

@@ -160,7 +160,10 @@ def test_docstring_multiline_args_typed_args_and_other_sections() -> None:
     """
     summary, args = parse_docstring(doc)
     assert summary == "Search the logs.\n\nLooks in every file."
-    assert args == {"query": "What to look for, possibly spanning several lines.", "limit": "At most this many."}
+    assert args == {
+        "query": "What to look for, possibly spanning several lines.",
+        "limit": "At most this many.",
+    }
 
 
 def test_docstring_without_args() -> None:
@@ -243,6 +246,14 @@ def test_variadic_and_positional_only_parameters_are_rejected(source: str) -> No
         tool(namespace["fn"])
     assert info.value.kind == "config"
     assert "fn" in str(info.value) and "named parameters" in str(info.value)
+
+
+def test_async_functions_are_rejected() -> None:
+    async def fetch(url: str) -> str:
+        return url
+
+    with pytest.raises(AgentError, match="async"):
+        tool(fetch)
 
 
 def test_lambda_needs_a_name_and_bad_timeout_is_rejected() -> None:

@@ -1,0 +1,744 @@
+"""Child half of tool processes: import tool files and run calls for the parent. Stdlib only.
+
+    python -c "<bootstrap>"        # started by runner.py; this source and the settings
+                                   # arrive in environment variables, see runner.py
+
+runner.py reads this file as text and runs it as an anonymous program, so it works installed,
+from a checkout or vendored under any package name. It must import nothing but the standard
+library and never rely on its own file or package. Its shaping rules are a copy of
+tools/shape.py (tests/tools/test_runner.py compares the two).
+
+Wire, one JSON object per line. The parent writes on the command pipe:
+    {"op": "call", "id", "path", "root", "version", "name", "input", "tool_call_id", "agent_id", "cwd"}
+    {"op": "cancel", "id"}
+    {"op": "scan", "id", "roots": [{"root", "version", "files": [...]}]}
+and reads on the message pipe:
+    {"op": "yield", "id", "data"}      {"op": "result", "id", "result": {...}}
+    {"op": "scanned", "id", "roots": [[tool, ...], ...]} or {"op": "scanned", "id", "error": text}
+Fds 1 and 2 are plain pipes the parent reads. EOF on the command pipe means the parent is
+gone: the whole process group is killed, so no tool outlives the agent.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as dt
+import enum
+import faulthandler
+import importlib.machinery
+import importlib.util
+import inspect
+import json
+import linecache
+import math
+import os
+import queue
+import signal
+import sys
+import threading
+import traceback
+import types
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from decimal import Decimal
+from pathlib import PurePath
+from typing import Any
+
+SOURCE_ENV = "_AGENTCORE_TOOL_WORKER"
+CONF_ENV = "_AGENTCORE_TOOL_WORKER_CONF"
+# The name runner.py compiles this source under; frames with it are hidden from tracebacks.
+SOURCE_NAME = "<agentcore-tool-worker>"
+
+_TOOL_KEYS = frozenset({"name", "description", "input_schema", "inputSchema", "execute", "timeout", "to_model_output"})
+_TRACEBACK_FRAMES = 3
+
+
+# ---------------------------------------------------------------- entry
+
+
+def main() -> None:
+    """Set the process up, then serve calls until the parent goes away."""
+    conf = json.loads(os.environ.pop(CONF_ENV))
+    cmd_fd, msg_fd = int(conf["cmd_fd"]), int(conf["msg_fd"])
+    # Programs a tool starts must not hold our pipes: the parent's EOF has to reach us.
+    os.set_inheritable(cmd_fd, False)
+    os.set_inheritable(msg_fd, False)
+    sys.path[:] = [str(entry) for entry in conf["sys_path"]]
+    # Edited tool files are re-imported from source; a stale .pyc must never win.
+    sys.dont_write_bytecode = True
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            # Line by line: a printed line reaches on_tool_output at once, in one piece.
+            reconfigure(encoding="utf-8", errors="backslashreplace", line_buffering=True)
+    faulthandler.enable()
+    _die_with_parent(int(conf["parent_pid"]))
+    worker = Worker(msg_fd)
+    threading.Thread(target=worker.read_commands, args=(cmd_fd,), name="agentcore-watchdog", daemon=True).start()
+    worker.serve()
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """On Linux, have the kernel tell us when the parent dies; we then kill our whole group.
+
+    The death signal is a catchable one on purpose: SIGKILL would end this process at once
+    and leave the programs a tool started running as orphans.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    death_signal = getattr(signal, "SIGRTMIN", signal.SIGUSR2)
+    signal.signal(death_signal, _on_parent_death)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, int(death_signal), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent_pid:
+        kill_group()
+
+
+def _on_parent_death(signum: int, frame: Any) -> None:
+    kill_group()
+
+
+def kill_group() -> None:
+    """Kill this process and everything it started (its process group)."""
+    try:
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+    finally:
+        os._exit(1)
+
+
+# ---------------------------------------------------------------- serving
+
+
+class Worker:
+    """Commands come in on a watchdog thread; calls run one at a time on the main thread."""
+
+    def __init__(self, msg_fd: int) -> None:
+        self.msg_fd = msg_fd
+        self.jobs: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        self.current_id: Any = None
+        self.current_cancel: threading.Event | None = None
+        self.cancelled: set[Any] = set()
+        self.modules = Modules()
+
+    def read_commands(self, cmd_fd: int) -> None:
+        """Read the command pipe until EOF, then kill the process group (the parent is gone)."""
+        pending = b""
+        try:
+            while True:
+                chunk = os.read(cmd_fd, 1 << 16)
+                if not chunk:
+                    break
+                pending += chunk
+                while b"\n" in pending:
+                    line, pending = pending.split(b"\n", 1)
+                    self._command(json.loads(line))
+        finally:
+            kill_group()
+
+    def _command(self, message: dict[str, Any]) -> None:
+        if message.get("op") != "cancel":
+            self.jobs.put(message)
+            return
+        with self.lock:
+            if message.get("id") == self.current_id and self.current_cancel is not None:
+                self.current_cancel.set()
+            else:
+                self.cancelled.add(message.get("id"))
+
+    def serve(self) -> None:
+        while True:
+            job = self.jobs.get()
+            if job.get("op") == "scan":
+                self.send({"op": "scanned", "id": job.get("id"), **self.modules.scan(job["roots"])})
+            else:
+                self.send({"op": "result", "id": job.get("id"), "result": self._call(job)})
+
+    def _call(self, job: dict[str, Any]) -> dict[str, Any]:
+        cancel = threading.Event()
+        with self.lock:
+            self.current_id, self.current_cancel = job.get("id"), cancel
+            if job.get("id") in self.cancelled:
+                self.cancelled.discard(job.get("id"))
+                cancel.set()
+        try:
+            if job.get("cwd") and job["cwd"] != os.getcwd():
+                os.chdir(job["cwd"])
+            return self._run(job, cancel)
+        except BaseException as exc:  # the worker must answer whatever happened
+            return exception_result(exc)
+        finally:
+            _flush_std_streams()
+            with self.lock:
+                self.current_id, self.current_cancel = None, None
+
+    def _run(self, job: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
+        name = str(job["name"])
+        try:
+            tool = self.modules.tool(job["path"], job["root"], job["version"], name)
+        except Exception as exc:
+            return error_result(f"Tool {name!r} could not be loaded from {job['path']}: {describe(exc)}")
+        if tool is None:
+            return error_result(f"Tool {name!r} is no longer defined in {job['path']}.")
+        ctx = tool.context(str(job.get("tool_call_id", "")), cancel, str(job.get("agent_id", "")))
+        tool_input = job.get("input") or {}
+        try:
+            value = tool.invoke(tool_input, ctx)
+            if inspect.iscoroutine(value):
+                import asyncio
+
+                value = asyncio.run(value)
+            if isinstance(value, types.GeneratorType):
+                value = self._drain(value, job.get("id"), cancel)
+        except SystemExit as exc:
+            return error_result(f"The tool exited (sys.exit({exc.code!r})) instead of returning a value.")
+        except BaseException as exc:
+            return exception_result(exc)
+        if tool.to_model_output is not None:
+            return shape_model_output(tool.to_model_output, value, tool_input)
+        return shape(value)
+
+    def _drain(self, generator: Iterator[Any], call_id: Any, cancel: threading.Event) -> Any:
+        """Send each yield to the parent as it happens; the value is what shape() needs."""
+        yields: list[Any] = []
+        while not cancel.is_set():
+            try:
+                item = next(generator)
+            except StopIteration as stop:
+                return generator_value(stop.value, yields)
+            yields.append(item)
+            try:
+                data = to_json(item)
+            except (NotJSON, RecursionError):
+                data = repr(item)
+            _flush_std_streams()
+            self.send({"op": "yield", "id": call_id, "data": data})
+        return None
+
+    def send(self, message: dict[str, Any]) -> None:
+        try:
+            text = json.dumps(message, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            result = error_result(f"The tool's result cannot be sent to the model: {describe(exc)}")
+            text = json.dumps({"op": message.get("op"), "id": message.get("id"), "result": result})
+        data = memoryview((text + "\n").encode("utf-8"))
+        while data:
+            data = data[os.write(self.msg_fd, data) :]
+
+
+def _flush_std_streams() -> None:
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.flush()
+        except Exception:  # a tool may have replaced or closed them
+            pass
+
+
+# ---------------------------------------------------------------- tools and modules
+
+
+class Tool:
+    """One tool found in a module: a dict with `execute`, or an `@tool` function."""
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+        self.is_dict = isinstance(obj, Mapping)
+        field = obj.get if isinstance(obj, Mapping) else (lambda key, default=None: getattr(obj, key, default))
+        self.name: Any = field("name")
+        self.description: Any = field("description")
+        schema = field("input_schema")
+        self.input_schema: Any = schema if schema is not None else field("inputSchema")
+        self.execute: Any = field("execute")
+        self.timeout: Any = field("timeout")
+        self.to_model_output: Any = field("to_model_output")
+
+    def invoke(self, tool_input: dict[str, Any], ctx: Any) -> Any:
+        if not self.is_dict:
+            # `@tool` objects convert the input (enums, the ToolContext parameter) themselves.
+            return self.execute(tool_input, ctx)
+        if _takes_context(self.execute):
+            return self.execute(tool_input, ctx)
+        return self.execute(tool_input)
+
+    def context(self, tool_call_id: str, cancel: threading.Event, agent_id: str) -> Any:
+        """The package's own ToolContext when the tool came from `@tool`, else a look-alike."""
+        module = sys.modules.get(type(self.obj).__module__) if not self.is_dict else None
+        cls = getattr(module, "ToolContext", None) if module is not None else None
+        fields = {"tool_call_id": tool_call_id, "tool_name": str(self.name), "cancel": cancel, "agent_id": agent_id}
+        if isinstance(cls, type):
+            try:
+                return cls(**fields)
+            except TypeError:
+                pass
+        return Context(**fields)
+
+    def origin_file(self) -> str | None:
+        """The file whose code defines the tool (its function's module)."""
+        fn = self.obj if not self.is_dict else self.execute
+        module = sys.modules.get(str(getattr(fn, "__module__", "")))
+        file = getattr(module, "__file__", None)
+        return file if isinstance(file, str) else None
+
+    def describe(self) -> dict[str, Any]:
+        """The tool's fields for the parent (plain JSON), or ValueError saying what is wrong."""
+        name = self.name
+        if not isinstance(name, str) or not name:
+            raise ValueError("a tool needs a non-empty str 'name'")
+        if not callable(self.execute):
+            raise ValueError(f"tool {name!r} has no callable execute")
+        if self.description is not None and not isinstance(self.description, str):
+            raise ValueError(f"tool {name!r}: description must be a str")
+        timeout = self.timeout
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
+            raise ValueError(f"tool {name!r}: timeout must be a number of seconds > 0")
+        if self.to_model_output is not None and not callable(self.to_model_output):
+            raise ValueError(f"tool {name!r}: to_model_output must be callable")
+        return {
+            "name": name,
+            "description": self.description or "",
+            "input_schema": self._schema(),
+            "timeout": float(timeout) if timeout is not None else None,
+            "extra": self._extra(),
+        }
+
+    def _schema(self) -> dict[str, Any]:
+        schema = self.input_schema
+        if schema is None:
+            return {"type": "object", "properties": {}}
+        to_schema = getattr(schema, "model_json_schema", None)
+        if isinstance(schema, type) and callable(to_schema):
+            schema = to_schema()
+        if not isinstance(schema, Mapping):
+            raise ValueError(f"tool {self.name!r}: input_schema must be a dict, got {type(schema).__name__}")
+        try:
+            return dict(to_json(schema))
+        except (NotJSON, RecursionError) as exc:
+            raise ValueError(f"tool {self.name!r}: input_schema is not plain JSON ({exc})") from None
+
+    def _extra(self) -> dict[str, Any]:
+        """Other keys of a dict tool that can travel as JSON (shown to the model like in memory tools)."""
+        if not self.is_dict:
+            return {}
+        extra: dict[str, Any] = {}
+        for key, value in self.obj.items():
+            if not isinstance(key, str) or key in _TOOL_KEYS:
+                continue
+            try:
+                extra[key] = to_json(value)
+            except (NotJSON, RecursionError):
+                continue
+        return extra
+
+
+class Context:
+    """A ToolContext look-alike for dict tools: tool_call_id, tool_name, cancel, agent_id."""
+
+    def __init__(self, *, tool_call_id: str, tool_name: str, cancel: threading.Event, agent_id: str) -> None:
+        self.tool_call_id = tool_call_id
+        self.tool_name = tool_name
+        self.cancel = cancel
+        self.agent_id = agent_id
+
+    def __repr__(self) -> str:
+        return f"ToolContext(tool_call_id={self.tool_call_id!r}, tool_name={self.tool_name!r})"
+
+
+def is_tool(value: Any) -> bool:
+    """A dict with `name` and `execute`, or an object shaped like `@tool` (name, input_schema, execute)."""
+    if isinstance(value, Mapping):
+        return "name" in value and "execute" in value
+    if isinstance(value, type | types.ModuleType):
+        return False
+    try:
+        return (
+            isinstance(getattr(value, "name", None), str)
+            and isinstance(getattr(value, "input_schema", None), Mapping)
+            and callable(getattr(value, "execute", None))
+        )
+    except Exception:  # an odd object whose attributes raise is simply not a tool
+        return False
+
+
+def module_tools(module: types.ModuleType) -> list[Any]:
+    """The tools among a module's public values, and inside its public lists/tuples of tools."""
+    names = getattr(module, "__all__", None)
+    if not isinstance(names, list | tuple):
+        names = [name for name in vars(module) if not name.startswith("_")]
+    found: list[Any] = []
+    for name in names:
+        value = getattr(module, str(name), None)
+        if is_tool(value):
+            found.append(value)
+        elif isinstance(value, list | tuple) and value and all(is_tool(item) for item in value):
+            found.extend(value)
+    return found
+
+
+class _SourceLoader(importlib.machinery.SourceFileLoader):
+    """Compile from source every time: an edit in the same second with the same size still counts."""
+
+    def get_code(self, fullname: str) -> types.CodeType:
+        return compile(self.get_data(self.path), self.path, "exec", dont_inherit=True)
+
+
+class Modules:
+    """The tool files this process has imported, per scanned folder and version (mtime+size stamp)."""
+
+    def __init__(self) -> None:
+        self.versions: dict[str, str] = {}
+        self.by_path: dict[str, types.ModuleType] = {}
+        self.tools: dict[str, dict[str, Tool]] = {}
+
+    def tool(self, path: str, root: str, version: str, name: str) -> Tool | None:
+        self._sync(root, version)
+        tools = self.tools.get(path)
+        if tools is None:
+            module = self._import(path, root)
+            tools = {}
+            for obj in module_tools(module):
+                tool = Tool(obj)
+                tools.setdefault(str(tool.name), tool)
+            self.tools[path] = tools
+        return tools.get(name)
+
+    def scan(self, roots: list[dict[str, Any]]) -> dict[str, Any]:
+        """Import every file of each root and describe its tools; the first failure is reported."""
+        described: list[list[dict[str, Any]]] = []
+        for spec in roots:
+            root, files = str(spec["root"]), [str(file) for file in spec["files"]]
+            self._sync(root, str(spec["version"]))
+            found: list[tuple[str, Any]] = []
+            for path in files:
+                try:
+                    module = self._import(path, root)
+                except BaseException as exc:
+                    self._forget(root)
+                    return {"error": f"cannot import tool file {path}: {_exception_text(exc)}"}
+                found.extend((path, obj) for obj in module_tools(module))
+            try:
+                described.append(_describe_found(found))
+            except ValueError as exc:
+                return {"error": str(exc)}
+        return {"roots": described}
+
+    def _sync(self, root: str, version: str) -> None:
+        if self.versions.get(root) != version:
+            self._forget(root)
+            self.versions[root] = version
+
+    def _forget(self, root: str) -> None:
+        """Drop every module loaded from under `root`, so the next use imports the files anew."""
+        prefix = os.path.join(root, "")
+        for name, module in list(sys.modules.items()):
+            file = getattr(module, "__file__", None)
+            if isinstance(file, str) and file.startswith(prefix):
+                del sys.modules[name]
+        for path in [path for path in self.by_path if path.startswith(prefix)]:
+            del self.by_path[path]
+            self.tools.pop(path, None)
+        self.versions.pop(root, None)
+        importlib.invalidate_caches()
+        linecache.checkcache()
+
+    def _import(self, path: str, root: str) -> types.ModuleType:
+        module = self.by_path.get(path)
+        if module is not None:
+            return module
+        folder = os.path.dirname(path)
+        for entry in (root, folder):
+            if entry not in sys.path:
+                sys.path.insert(0, entry)
+        module = _loaded_module(path) or _import_file(path)
+        self.by_path[path] = module
+        return module
+
+
+def _describe_found(found: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+    """Describe each tool once, from the file that defines it (not from files that import it)."""
+    files: dict[int, list[str]] = {}
+    objects: dict[int, Any] = {}
+    for path, obj in found:
+        files.setdefault(id(obj), []).append(path)
+        objects.setdefault(id(obj), obj)
+    described: list[dict[str, Any]] = []
+    for key, obj in objects.items():
+        tool = Tool(obj)
+        origin = tool.origin_file()
+        path = origin if origin in files[key] else files[key][0]
+        try:
+            described.append({**tool.describe(), "path": path})
+        except ValueError as exc:
+            raise ValueError(f"bad tool in {path}: {exc}") from None
+    return described
+
+
+def _loaded_module(path: str) -> types.ModuleType | None:
+    """A module already imported from `path` (a sibling `import helpers`), so it is not loaded twice."""
+    for module in list(sys.modules.values()):
+        if getattr(module, "__file__", None) == path:
+            return module
+    return None
+
+
+def _import_file(path: str) -> types.ModuleType:
+    stem = os.path.splitext(os.path.basename(path))[0]
+    # A unique name per file: two folders may both hold a utils.py.
+    name = f"_agentcore_tool_{uuid.uuid5(uuid.NAMESPACE_URL, path).hex[:12]}_{stem}"
+    spec = importlib.util.spec_from_file_location(name, path, loader=_SourceLoader(name, path))
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    # `import <stem>` from a sibling must find this same module, not a second copy.
+    if stem.isidentifier() and stem not in sys.modules:
+        sys.modules[stem] = module
+    return module
+
+
+def _takes_context(fn: Callable[..., Any]) -> bool:
+    """Whether `fn(input, ctx)` is the call form: two positional parameters (or *args)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
+
+
+# ---------------------------------------------------------------- errors
+
+
+def describe(exc: BaseException) -> str:
+    message = str(exc)
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+def _exception_text(exc: BaseException) -> str:
+    """`Type: message` and the last frames of the tool's own code (the worker's are hidden)."""
+    frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if frame.filename != SOURCE_NAME]
+    frames = [frame for frame in frames if not frame.filename.startswith("<frozen importlib")]
+    text = describe(exc)
+    if not frames:
+        return text
+    lines = "".join(traceback.format_list(frames[-_TRACEBACK_FRAMES:])).rstrip()
+    return f"{text}\nTraceback (last lines):\n{lines}"
+
+
+def exception_result(exc: BaseException) -> dict[str, Any]:
+    """The result for a tool that raised: `Type: message` plus the last lines of the traceback."""
+    return error_result(_exception_text(exc), error=describe(exc))
+
+
+# ---------------------------------------------------------------- shaping (a copy of tools/shape.py)
+
+BLOCK_TYPES = ("text", "json", "error-text", "error-json", "execution-denied", "content")
+PART_TYPES = ("text", "image", "file")
+ERROR_TYPES = ("error-text", "error-json")
+NO_OUTPUT_TEXT = "The tool ran successfully and returned no output."
+
+
+class NotJSON(TypeError):
+    """A value has no plain-JSON form (an arbitrary object, a cycle, a bad dict key)."""
+
+
+class InvalidBlock(ValueError):
+    """An output block the model could not read (unknown type, bad value, bad content part)."""
+
+
+def shape(value: Any) -> dict[str, Any]:
+    """The result for a tool's return value."""
+    try:
+        if _is_envelope(value):
+            return _shape_envelope(value)
+        return output_result(value_block(value))
+    except NotJSON as exc:
+        return error_result(f"The tool returned a value that cannot be sent to the model: {exc}")
+    except InvalidBlock as exc:
+        return error_result(f"The tool returned an invalid output block: {exc}")
+    except RecursionError:
+        return error_result("The tool returned a value nested too deeply to send to the model.")
+
+
+def shape_model_output(to_model_output: Callable[..., Any], value: Any, tool_input: Any) -> dict[str, Any]:
+    """The result when the tool has `to_model_output(output=, input=)`: its block, validated."""
+    try:
+        block = to_model_output(output=value, input=tool_input)
+    except Exception as exc:
+        return error_result(f"to_model_output failed: {describe(exc)}")
+    try:
+        checked = validate_block(block)
+    except (InvalidBlock, NotJSON, RecursionError) as exc:
+        return error_result(f"to_model_output returned an invalid output block: {exc}")
+    return output_result(checked, stop=_is_envelope(value) and value.get("stop") is True)
+
+
+def value_block(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {"type": "text", "value": NO_OUTPUT_TEXT}
+    if isinstance(value, str):
+        return {"type": "text", "value": value}
+    return {"type": "json", "value": to_json(value)}
+
+
+def generator_value(returned: Any, yields: list[Any]) -> Any:
+    if returned is not None:
+        return returned
+    if yields and all(isinstance(item, str) for item in yields):
+        return "".join(yields)
+    return yields or None
+
+
+def output_result(block: dict[str, Any], *, stop: bool = False) -> dict[str, Any]:
+    result: dict[str, Any] = {"output": block}
+    if stop:
+        result["stop"] = True
+    if block.get("type") in ERROR_TYPES:
+        value = block.get("value")
+        result["error"] = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return result
+
+
+def error_result(text: str, error: str | None = None) -> dict[str, Any]:
+    return {"output": {"type": "error-text", "value": text}, "error": error if error is not None else text}
+
+
+def _is_envelope(value: Any) -> bool:
+    if not isinstance(value, Mapping) or not value or not set(value) <= {"output", "stop"}:
+        return False
+    return "output" in value or value.get("stop") is True
+
+
+def _shape_envelope(value: Mapping[str, Any]) -> dict[str, Any]:
+    output = value.get("output")
+    stop = value.get("stop") is True
+    if isinstance(output, Mapping) and isinstance(output.get("type"), str):
+        return output_result(validate_block(output), stop=stop)
+    return output_result(value_block(output), stop=stop)
+
+
+def validate_block(block: Any) -> dict[str, Any]:
+    if not isinstance(block, Mapping):
+        raise InvalidBlock(f"expected a dict with 'type' and 'value', got {type(block).__name__}")
+    kind = block.get("type")
+    if kind not in BLOCK_TYPES:
+        raise InvalidBlock(f"unknown output block type {kind!r}; use one of {', '.join(BLOCK_TYPES)}")
+    value = block.get("value")
+    if kind in ("text", "error-text") and not isinstance(value, str):
+        raise InvalidBlock(f"a {kind} block needs a str value, got {type(value).__name__}")
+    if kind in ("json", "error-json"):
+        value = to_json(value)
+    if kind == "execution-denied" and value is not None and not isinstance(value, str):
+        raise InvalidBlock("an execution-denied block needs a str value (the reason)")
+    if kind == "content":
+        value = _content_parts(value)
+    return {**block, "value": value}
+
+
+def _content_parts(value: Any) -> list[dict[str, Any]]:
+    if not isinstance(value, list):
+        raise InvalidBlock("a content block needs a list of parts")
+    return [_content_part(part) for part in value]
+
+
+def _content_part(part: Any) -> dict[str, Any]:
+    if not isinstance(part, Mapping):
+        raise InvalidBlock(f"content parts are dicts, got {type(part).__name__}")
+    kind = part.get("type")
+    if kind not in PART_TYPES:
+        raise InvalidBlock(
+            f"content part type {kind!r} is rejected: tool output may hold only text, image and file parts"
+        )
+    needed = {"text": ("text",), "image": ("image",), "file": ("data", "media_type")}[kind]
+    for key in needed:
+        if not isinstance(part.get(key), str):
+            raise InvalidBlock(f"a {kind} part needs a str {key!r}")
+    for key in ("media_type", "filename"):
+        if key in part and not isinstance(part[key], str):
+            raise InvalidBlock(f"a {kind} part's {key!r} must be a str")
+    return dict(part)
+
+
+def to_json(value: Any) -> Any:
+    """A plain-JSON copy of `value` (same rules as tools/shape.py), or NotJSON."""
+    return _to_json(value, set())
+
+
+def _to_json(value: Any, active: set[int]) -> Any:
+    if isinstance(value, enum.Enum):
+        return _to_json(value.value, active)
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    scalar = _scalar(value)
+    if scalar is not _NOT_SCALAR:
+        return scalar
+    if id(value) in active:
+        raise NotJSON(f"a cyclic structure (a {type(value).__name__} contains itself)")
+    active.add(id(value))
+    try:
+        return _container(value, active)
+    finally:
+        active.discard(id(value))
+
+
+_NOT_SCALAR = object()
+
+
+def _scalar(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, PurePath | uuid.UUID):
+        return str(value)
+    return _NOT_SCALAR
+
+
+def _container(value: Any, active: set[int]) -> Any:
+    if isinstance(value, Mapping):
+        return {_key(key): _to_json(item, active) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_to_json(item, active) for item in value]
+    if isinstance(value, set | frozenset):
+        items = [_to_json(item, active) for item in value]
+        try:
+            return sorted(items)
+        except TypeError:
+            return items
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {field.name: _to_json(getattr(value, field.name), active) for field in dataclasses.fields(value)}
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        return _to_json(dump(), active)
+    raise NotJSON(f"a {type(value).__module__}.{type(value).__qualname__} object is not JSON")
+
+
+def _key(key: Any) -> str:
+    if isinstance(key, str):
+        return key
+    if isinstance(key, enum.Enum):
+        return _key(key.value)
+    if key is None or isinstance(key, bool | int | float):
+        return json.dumps(key)
+    raise NotJSON(f"a dict key of type {type(key).__name__} is not JSON (keys must be str)")
+
+
+if __name__ == "__main__":
+    main()

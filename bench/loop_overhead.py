@@ -1,0 +1,227 @@
+"""Client overhead per loop step: agentcore against a bare `requests` loop.
+
+    python bench/loop_overhead.py [--quick]
+
+Both clients run the same tool chain (one tool call per step, streaming on, the whole
+growing conversation sent each step) against the same local model server, in one process.
+Client overhead per step = wall time per request − the server's own time for it (measured
+inside the server), so the figure is what each client adds, not what the server costs.
+
+Also measured: `import agentcore` time in a fresh process, and a fresh process that imports,
+builds an agent and gets one reply, against the same script written with bare `requests`.
+Targets: ≤ 2× the bare loop at 20 steps, ≤ 3× at 100; import < 45 ms; fresh process ≤ 1.3×.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from typing import Any
+
+import requests
+
+from agentcore import Agent, tool
+from agentcore.testing import ModelServer
+from agentcore.testing import server as server_module
+
+SYSTEM = "You are a careful assistant. Use the tools to do the work, one step at a time. " * 20
+TOOL_SCHEMA = {
+    "type": "object",
+    "properties": {"n": {"type": "integer", "description": "The step number."}},
+    "required": ["n"],
+}
+
+
+@tool
+def step(n: int) -> str:
+    """Record one step of the job.
+
+    Args:
+        n: The step number.
+    """
+    return f"step {n} recorded; the job log now has {n} entries"
+
+
+# ---------------------------------------------------------------- server time
+
+
+class ServerClock:
+    """Adds up the time the server spends handling each request (inside do_POST)."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self.lock = threading.Lock()
+        original = server_module._Handler.do_POST
+        clock = self
+
+        def timed(handler: Any) -> None:
+            started = time.perf_counter()
+            try:
+                original(handler)
+            finally:
+                with clock.lock:
+                    clock.total += time.perf_counter() - started
+
+        server_module._Handler.do_POST = timed  # type: ignore[method-assign]
+
+    def reset(self) -> float:
+        with self.lock:
+            total, self.total = self.total, 0.0
+        return total
+
+
+def script(steps: int) -> list[Any]:
+    calls: list[Any] = [{"tool_calls": [{"name": "step", "arguments": {"n": i + 1}}], "chunk_size": 16} for i in range(steps)]
+    return [*calls, {"text": "All steps are recorded.", "chunk_size": 16}]
+
+
+# ---------------------------------------------------------------- the two clients
+
+
+def run_agentcore(base_url: str, steps: int) -> int:
+    agent = Agent(
+        config={"base_url": base_url, "model": "bench", "system": SYSTEM, "no_tool_rounds": 1,
+                "max_context_tokens": float("inf")},
+        tools=[step],
+    )
+    result = agent.send("Record the steps of the job, one tool call per step.")
+    assert result.steps == steps + 1, result.steps
+    return result.steps
+
+
+def run_bare(base_url: str, steps: int) -> int:
+    session = requests.Session()
+    tools = [{"type": "function", "function": {"name": "step", "description": "Record one step of the job.",
+                                               "parameters": TOOL_SCHEMA}}]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "Record the steps of the job, one tool call per step."},
+    ]
+    requests_made = 0
+    while True:
+        body = {"model": "bench", "messages": messages, "tools": tools, "stream": True,
+                "stream_options": {"include_usage": True}}
+        response = session.post(f"{base_url}/chat/completions", json=body, stream=True)
+        requests_made += 1
+        text, calls = _read_sse(response)
+        if not calls:
+            break
+        messages.append({"role": "assistant", "content": text or None, "tool_calls": [
+            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for c in calls]})
+        for c in calls:
+            output = step(**json.loads(c["arguments"]))
+            messages.append({"role": "tool", "tool_call_id": c["id"], "content": output})
+    assert requests_made == steps + 1
+    return requests_made
+
+
+def _read_sse(response: requests.Response) -> tuple[str, list[dict[str, str]]]:
+    text: list[str] = []
+    calls: dict[int, dict[str, str]] = {}
+    for line in response.iter_lines():
+        if not line.startswith(b"data: "):
+            continue
+        data = line[6:]
+        if data == b"[DONE]":
+            break
+        chunk = json.loads(data)
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                text.append(delta["content"])
+            for tc in delta.get("tool_calls") or []:
+                call = calls.setdefault(tc["index"], {"id": "", "name": "", "arguments": ""})
+                call["id"] = tc.get("id") or call["id"]
+                fn = tc.get("function") or {}
+                call["name"] = fn.get("name") or call["name"]
+                call["arguments"] += fn.get("arguments") or ""
+    return "".join(text), list(calls.values())
+
+
+def overhead_ms_per_step(clock: ServerClock, client: Any, steps: int, repeats: int) -> float:
+    """Median over repeats of (wall − server time) / requests, in ms."""
+    figures = []
+    for _ in range(repeats):
+        with ModelServer(script(steps)) as server:
+            clock.reset()
+            started = time.perf_counter()
+            made = client(server.base_url, steps)
+            wall = time.perf_counter() - started
+            figures.append((wall - clock.reset()) / made * 1000)
+    return statistics.median(figures)
+
+
+# ---------------------------------------------------------------- fresh processes
+
+IMPORT_SNIPPET = "import time; t = time.perf_counter(); import agentcore; print((time.perf_counter() - t) * 1000)"
+
+AGENT_SCRIPT = textwrap.dedent("""
+    import sys
+    from agentcore import Agent
+    print(Agent(config={"base_url": sys.argv[1], "model": "m"}).send("hi").text)
+""")
+
+BARE_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import requests
+    r = requests.post(sys.argv[1] + "/chat/completions", stream=True, json={
+        "model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True,
+        "stream_options": {"include_usage": True}})
+    text = []
+    for line in r.iter_lines():
+        if line.startswith(b"data: ") and line[6:] != b"[DONE]":
+            for c in json.loads(line[6:]).get("choices") or []:
+                text.append((c.get("delta") or {}).get("content") or "")
+    print("".join(text))
+""")
+
+
+def import_ms(runs: int) -> float:
+    return statistics.median(
+        float(subprocess.run([sys.executable, "-c", IMPORT_SNIPPET], capture_output=True, text=True, check=True).stdout)
+        for _ in range(runs)
+    )
+
+
+def fresh_process_ratio(runs: int) -> tuple[float, float]:
+    with ModelServer(default={"text": "hello there"}) as server:
+        agent_times, bare_times = [], []
+        for _ in range(runs):
+            for code, times in ((AGENT_SCRIPT, agent_times), (BARE_SCRIPT, bare_times)):
+                started = time.perf_counter()
+                out = subprocess.run([sys.executable, "-c", code, server.base_url], capture_output=True, text=True)
+                times.append(time.perf_counter() - started)
+                assert "hello there" in out.stdout, out.stderr
+    return statistics.median(agent_times) * 1000, statistics.median(bare_times) * 1000
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv
+    repeats = 2 if quick else 5
+    clock = ServerClock()
+    # Warm both paths (imports, connection pools, JIT-free but cache-warm).
+    overhead_ms_per_step(clock, run_agentcore, 5, 1)
+    overhead_ms_per_step(clock, run_bare, 5, 1)
+    print(f"python {sys.version.split()[0]}; median of {repeats} runs; client overhead per step (ms)")
+    for steps, target in ((20, 2.0), (100, 3.0)):
+        ours = overhead_ms_per_step(clock, run_agentcore, steps, repeats)
+        bare = overhead_ms_per_step(clock, run_bare, steps, repeats)
+        verdict = "ok" if ours / bare <= target else "OVER TARGET"
+        print(f"  {steps:>3}-step chain: agentcore {ours:6.3f} ms/step, bare requests {bare:6.3f} ms/step, "
+              f"ratio {ours / bare:4.2f}x (target <= {target:.0f}x) {verdict}")
+    runs = 5 if quick else 15
+    imported = import_ms(runs)
+    print(f"  import agentcore (fresh process, in-process time): {imported:5.1f} ms (target < 45 ms)")
+    agent_ms, bare_ms = fresh_process_ratio(runs)
+    print(f"  fresh process, import + agent + one reply: agentcore {agent_ms:5.1f} ms, bare requests {bare_ms:5.1f} ms, "
+          f"ratio {agent_ms / bare_ms:4.2f}x (target <= 1.3x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""Shared fixtures: a scripted model server, agents pointed at it, and a thread-leak check.
+
+    def test_x(server, make_agent):
+        server.add("Hello!")
+        agent = make_agent(server, max_steps=3)
+        assert agent.send("hi").text == "Hello!"
+
+Everything talks over real HTTP on 127.0.0.1; retry delays are made tiny so a retried
+request costs milliseconds.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from agentcore import Agent
+from agentcore.testing import ModelServer
+
+MODEL = "test-model"
+FAST_RETRY = {"retry_base_delay": 0.01, "retry_max_delay": 0.05}
+_THREAD_GRACE_S = 2.0
+
+MakeAgent = Callable[..., Agent]
+
+
+@pytest.fixture
+def server() -> Iterator[ModelServer]:
+    """An empty scripted model server; add replies with `server.add(...)`."""
+    with ModelServer() as model_server:
+        yield model_server
+
+
+@pytest.fixture
+def make_agent() -> Iterator[MakeAgent]:
+    """`make_agent(server, tools=, callbacks=, history=, id=, **config)`: an agent on `server`.
+
+    Every agent made here is closed when the test ends.
+    """
+    agents: list[Agent] = []
+
+    def make(
+        server: ModelServer,
+        *,
+        tools: Any = None,
+        callbacks: dict[str, Any] | None = None,
+        history: list[dict[str, Any]] | None = None,
+        id: str | None = None,
+        **config: Any,
+    ) -> Agent:
+        agent = Agent(
+            config={"base_url": server.base_url, "model": MODEL, **FAST_RETRY, **config},
+            tools=tools,
+            callbacks=callbacks,
+            history=history,
+            id=id,
+        )
+        agents.append(agent)
+        return agent
+
+    yield make
+    for agent in agents:
+        agent.close()
+
+
+def _leftover_threads(before: set[threading.Thread]) -> list[threading.Thread]:
+    """Threads started by the test that are still alive: non-daemon ones and agentcore's own."""
+    return [
+        t
+        for t in threading.enumerate()
+        if t not in before and t.is_alive() and (not t.daemon or t.name.startswith("agentcore"))
+    ]
+
+
+@pytest.fixture
+def no_thread_leak() -> Iterator[None]:
+    """Fail the test if it leaves a non-daemon or agentcore thread running.
+
+    Threads get a short grace period: a finished run's helpers end just after it returns.
+    Memory-tool threads abandoned on purpose (they cannot be killed) must be released by the test.
+    """
+    before = set(threading.enumerate())
+    yield
+    deadline = time.monotonic() + _THREAD_GRACE_S
+    leftovers = _leftover_threads(before)
+    while leftovers and time.monotonic() < deadline:
+        time.sleep(0.01)
+        leftovers = _leftover_threads(before)
+    assert not leftovers, f"threads left running: {[t.name for t in leftovers]}"
