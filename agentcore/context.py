@@ -60,7 +60,7 @@ def build(
     """
     ratio = _tokens.DEFAULT_RATIO if ratio is None else ratio
     tool_list = _tool_list(tools)
-    folded = turns(list(history))
+    folded = turns([dict(m) for m in history] if not isinstance(history, list) else history)
     summary_index = _latest_summary(folded)
     summary: str | None = None
     if summary_index is None:
@@ -93,7 +93,7 @@ def _select(folded: list[list[Message]], summary_index: int, budget: float, rati
 def _head(before: list[list[Message]], budget: float, ratio: float) -> set[int]:
     """The first ≤3 user turns that fit in the head share: the user's original goal."""
     chosen: set[int] = set()
-    used = 0
+    used = 0.0
     user_turns = [i for i, t in enumerate(before) if t[0].get("role") == "user"][:HEAD_TURNS]
     for i in user_turns:
         cost = _turn_tokens(before[i], ratio)
@@ -106,7 +106,7 @@ def _head(before: list[list[Message]], budget: float, ratio: float) -> set[int]:
 def _tail(before: list[list[Message]], budget: float, ratio: float, exclude: set[int]) -> set[int]:
     """The ≤3 turns just before the summary that fit in the tail share, and the latest user turn."""
     chosen: set[int] = set()
-    used = 0
+    used = 0.0
     candidates = [i for i in range(len(before) - 1, -1, -1) if not _is_compact(before[i])]
     for i in candidates[:TAIL_TURNS]:
         if i in exclude:

@@ -137,7 +137,7 @@ def _needs_reminder(state: Run, skipped: int) -> bool:
     prompt = state.config["no_tool_prompt"]
     if not state.tools or not prompt or math.isinf(rounds) or rounds <= 1:
         return False
-    return skipped == rounds - 1
+    return bool(skipped == rounds - 1)
 
 
 def _finish(state: Run, result: LLMResult, reason: str, output: Any = None) -> SendResult:
@@ -369,7 +369,10 @@ class _Batch:
             self._work(0, self.calls[0])
             return
         for index, call in enumerate(self.calls):
-            self._threads.append(spawn(lambda i=index, c=call: self._work(i, c), name="agentcore-tool-call"))
+            self._threads.append(spawn(self._worker(index, call), name="agentcore-tool-call"))
+
+    def _worker(self, index: int, call: ToolCall) -> Callable[[], None]:
+        return lambda: self._work(index, call)
 
     def wait(self) -> None:
         with self._done:

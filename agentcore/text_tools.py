@@ -434,7 +434,7 @@ def _decode_json_run(text: str, pos: int, loose: bool) -> tuple[list[Any], int] 
         pos += 1
     if pos >= len(text) or text[pos] not in "{[":
         return None
-    decoder = json.JSONDecoder(strict=not loose, parse_constant=_no_constant)
+    decoder = _decoder(strict=not loose)
     values: list[Any] = []
     end = pos
     while True:
@@ -491,7 +491,7 @@ def _entries(block: _Block, spec: TextToolSpec, loose: bool) -> list[_Entry]:
 
 def _parse_strict(raw: str) -> list[Any] | None:
     try:
-        return [json.loads(raw, parse_constant=_no_constant)]
+        return [_decoder(strict=True).decode(raw)]
     except (ValueError, RecursionError):
         return None
 
@@ -680,7 +680,7 @@ def _parse_lenient(raw: str) -> list[Any] | None:
         return None
     for candidate in (text, _drop_trailing_commas(text)):
         try:
-            return [json.loads(candidate, strict=False, parse_constant=_no_constant)]
+            return [_decoder(strict=False).decode(candidate)]
         except (ValueError, RecursionError):
             pass
     run = _decode_json_run(text, 0, loose=True)
@@ -692,7 +692,7 @@ def _parse_lenient(raw: str) -> list[Any] | None:
     closed = _close_brackets(_drop_trailing_commas(text))
     if closed is not None:
         try:
-            return [json.loads(closed, strict=False, parse_constant=_no_constant)]
+            return [_decoder(strict=False).decode(closed)]
         except (ValueError, RecursionError):
             python = _python_literal(closed)
             if python is not None:
@@ -700,9 +700,21 @@ def _parse_lenient(raw: str) -> list[Any] | None:
     return None
 
 
+@lru_cache(maxsize=2)
+def _decoder(strict: bool) -> json.JSONDecoder:
+    """A decoder that refuses NaN, Infinity and 1e999: arguments must stay plain JSON."""
+    return json.JSONDecoder(strict=strict, parse_constant=_no_constant, parse_float=_finite_float)
+
+
 def _no_constant(name: str) -> Any:
-    """NaN and Infinity are not JSON: arguments must stay storable as plain JSON."""
     raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text} is out of range")
+    return number
 
 
 def _strip_fences(text: str) -> str:

@@ -49,8 +49,8 @@ class RetryPolicy:
     def delay(self, retries_done: int, error: AgentError) -> float:
         """Seconds to wait before retry number `retries_done + 1`."""
         if error.retry_after is not None:
-            return max(0.0, min(error.retry_after, self.max_delay))
-        return min(self.base_delay * (2**retries_done), self.max_delay)
+            return float(max(0.0, min(float(error.retry_after), self.max_delay)))
+        return float(min(self.base_delay * (2.0**retries_done), self.max_delay))
 
 
 def _filter_allows(rule: Any, error: AgentError) -> bool:

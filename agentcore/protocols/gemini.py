@@ -36,9 +36,10 @@ What the request carries (API.md §Wire):
 |                              | 2048, medium 8192, high 24576, xhigh/max -1 (dynamic), none 0; with  |
 |                              | `includeThoughts: true` unless "none"                               |
 | provider parallel_tool_calls | Gemini has no such switch: dropped with a warning                    |
-| output (object/array/json)   | `responseMimeType: application/json` (+ `responseJsonSchema`) when no |
-|                              | function is declared (Gemini 2.x rejects JSON mode with function     |
-|                              | calling); otherwise the instructions join the system instruction     |
+| output (object/array/json)   | `responseMimeType: application/json` (+ `responseJsonSchema`), unless |
+|                              | functions are declared and the model name is not Gemini 3 or later  |
+|                              | (Gemini 2.x rejects JSON mode with function calling): then the       |
+|                              | instructions join the system instruction                             |
 | cache                        | nothing (Gemini caches implicitly); a cache dict's `body` is merged  |
 
 Replies: parts of `candidates[0]` only; `thought: true` parts are reasoning; a `thoughtSignature`
@@ -62,6 +63,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any
 
 from .._utils.sse import SSEEvent
@@ -344,12 +346,21 @@ def _function_response(
 
 
 def _native_output(request: Request, declarations: list[dict[str, Any]]) -> bool:
-    """JSON mode is used when asked for and allowed, and no function is declared."""
-    return (
-        request.output is not None
-        and bool(request.capabilities.get("structured_output", True))
-        and not declarations
-    )
+    """JSON mode when asked for and allowed, unless functions are declared to a model before Gemini 3.
+
+    Gemini 2.x answers JSON mode plus function calling with a 400 ("Function calling with a
+    response mime type: 'application/json' is unsupported"); Gemini 3 takes both (see the
+    recorded `native_output_with_function_tools` fixtures).
+    """
+    if request.output is None or not request.capabilities.get("structured_output", True):
+        return False
+    return not declarations or _major_version(request.model) >= 3
+
+
+def _major_version(model: str) -> int:
+    """3 for "gemini-3-flash-preview", 0 when the name does not say (then the safe path is taken)."""
+    found = re.search(r"gemini-(\d+)", model)
+    return int(found.group(1)) if found else 0
 
 
 def _system_text(request: Request, native_output: bool) -> str:

@@ -52,6 +52,7 @@ SOURCE_NAME = "<agentcore-tool-worker>"
 
 _TOOL_KEYS = frozenset({"name", "description", "input_schema", "inputSchema", "execute", "timeout", "to_model_output"})
 _TRACEBACK_FRAMES = 3
+_UNIQUE_PREFIX = "_agentcore_tool_"
 
 
 # ---------------------------------------------------------------- entry
@@ -390,15 +391,23 @@ class _SourceLoader(importlib.machinery.SourceFileLoader):
 
 
 class Modules:
-    """The tool files this process has imported, per scanned folder and version (mtime+size stamp)."""
+    """The tool files this process has imported, per scanned folder and version (mtime+size stamp).
+
+    Sibling imports (`import utils`) go through `sys.path` and `sys.modules` under plain names,
+    which two folders may share; so only the folder in use has its plain names and its
+    directories active, and switching folders swaps them.
+    """
 
     def __init__(self) -> None:
         self.versions: dict[str, str] = {}
         self.by_path: dict[str, types.ModuleType] = {}
         self.tools: dict[str, dict[str, Tool]] = {}
+        self.plain: dict[str, dict[str, types.ModuleType]] = {}
+        self.dirs: dict[str, list[str]] = {}
+        self.active: str | None = None
 
     def tool(self, path: str, root: str, version: str, name: str) -> Tool | None:
-        self._sync(root, version)
+        self._enter(root, version)
         tools = self.tools.get(path)
         if tools is None:
             module = self._import(path, root)
@@ -414,7 +423,7 @@ class Modules:
         described: list[list[dict[str, Any]]] = []
         for spec in roots:
             root, files = str(spec["root"]), [str(file) for file in spec["files"]]
-            self._sync(root, str(spec["version"]))
+            self._enter(root, str(spec["version"]))
             found: list[tuple[str, Any]] = []
             for path in files:
                 try:
@@ -429,10 +438,23 @@ class Modules:
                 return {"error": str(exc)}
         return {"roots": described}
 
-    def _sync(self, root: str, version: str) -> None:
+    def _enter(self, root: str, version: str) -> None:
+        """Make `root` the active folder, at `version` (an older import of it is dropped)."""
         if self.versions.get(root) != version:
             self._forget(root)
             self.versions[root] = version
+        if self.active == root:
+            return
+        for other, modules in self.plain.items():
+            for name, module in modules.items():
+                if other != root and sys.modules.get(name) is module:
+                    del sys.modules[name]
+        sys.modules.update(self.plain.get(root, {}))
+        for entry in reversed(self.dirs.get(root, [])):
+            if entry in sys.path:
+                sys.path.remove(entry)
+            sys.path.insert(0, entry)
+        self.active = root
 
     def _forget(self, root: str) -> None:
         """Drop every module loaded from under `root`, so the next use imports the files anew."""
@@ -444,6 +466,7 @@ class Modules:
         for path in [path for path in self.by_path if path.startswith(prefix)]:
             del self.by_path[path]
             self.tools.pop(path, None)
+        self.plain.pop(root, None)
         self.versions.pop(root, None)
         importlib.invalidate_caches()
         linecache.checkcache()
@@ -452,13 +475,28 @@ class Modules:
         module = self.by_path.get(path)
         if module is not None:
             return module
-        folder = os.path.dirname(path)
-        for entry in (root, folder):
-            if entry not in sys.path:
-                sys.path.insert(0, entry)
-        module = _loaded_module(path) or _import_file(path)
+        dirs = self.dirs.setdefault(root, [root])
+        for entry in (os.path.dirname(path), root):
+            if entry not in dirs:
+                dirs.append(entry)
+            if entry in sys.path:
+                sys.path.remove(entry)
+            sys.path.insert(0, entry)
+        try:
+            module = _loaded_module(path) or _import_file(path)
+        finally:
+            self._remember_plain(root)
         self.by_path[path] = module
         return module
+
+    def _remember_plain(self, root: str) -> None:
+        """Note the modules of `root` imported under plain names (by sibling imports)."""
+        prefix = os.path.join(root, "")
+        plain = self.plain.setdefault(root, {})
+        for name, module in list(sys.modules.items()):
+            file = getattr(module, "__file__", None)
+            if isinstance(file, str) and file.startswith(prefix) and not name.startswith(_UNIQUE_PREFIX):
+                plain[name] = module
 
 
 def _describe_found(found: list[tuple[str, Any]]) -> list[dict[str, Any]]:
@@ -491,7 +529,7 @@ def _loaded_module(path: str) -> types.ModuleType | None:
 def _import_file(path: str) -> types.ModuleType:
     stem = os.path.splitext(os.path.basename(path))[0]
     # A unique name per file: two folders may both hold a utils.py.
-    name = f"_agentcore_tool_{uuid.uuid5(uuid.NAMESPACE_URL, path).hex[:12]}_{stem}"
+    name = f"{_UNIQUE_PREFIX}{uuid.uuid5(uuid.NAMESPACE_URL, path).hex[:12]}_{stem}"
     spec = importlib.util.spec_from_file_location(name, path, loader=_SourceLoader(name, path))
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
