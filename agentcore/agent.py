@@ -269,7 +269,9 @@ class Agent:
                             self.running = None
                     running.done.set()
 
-        running.thread = spawn(work, name=f"agentcore-run-{self.id[:8]}")
+        # Set before the thread starts: its own callbacks may read `agent.running.thread`.
+        running.thread = spawn(work, name=f"agentcore-run-{self.id[:8]}", start=False)
+        running.thread.start()
         try:
             running.done.wait()
         except KeyboardInterrupt:

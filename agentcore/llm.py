@@ -186,8 +186,8 @@ def _http_request(
             raise _status_error(adapter, response, secrets)
         content_type = response.headers.get("Content-Type", "")
         if request.stream and "event-stream" in content_type:
-            return _read_stream(call, response, adapter.stream(), on_event, secrets)
-        return _read_json(call, response, adapter, on_event, secrets)
+            return _read_stream(call, response, adapter.stream(request), on_event, secrets)
+        return _read_json(call, response, adapter, request, on_event, secrets)
 
 
 def _post(call: Any, url: str, body: bytes, headers: dict[str, str], timeout: float | None, secrets: list[str]) -> Any:
@@ -264,7 +264,9 @@ def _read_limited(response: Any) -> str:
     return data.decode("utf-8", errors="replace") if isinstance(data, bytes) else str(data)
 
 
-def _read_json(call: Any, response: Any, adapter: Any, on_event: EventCallback | None, secrets: list[str]) -> LLMResult:
+def _read_json(
+    call: Any, response: Any, adapter: Any, request: Request, on_event: EventCallback | None, secrets: list[str]
+) -> LLMResult:
     data = b"".join(_guarded_chunks(call, response, secrets))
     status = int(response.status_code)
     try:
@@ -279,7 +281,7 @@ def _read_json(call: Any, response: Any, adapter: Any, on_event: EventCallback |
             cause=exc,
         ) from exc
     try:
-        result: LLMResult = adapter.parse(body)
+        result: LLMResult = adapter.parse(body, request)
     except AgentError as error:
         error.message = redact(error.message, secrets)
         error.args = (error.message,)

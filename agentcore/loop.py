@@ -390,8 +390,10 @@ class _Batch:
                     unanswered.append(index)
         for index in unanswered:
             self._notify_result(index)
-        if not unanswered:
-            for thread in self._threads:
+        # A call that stored its own result only has its on_tool_result left to fire: wait for
+        # it, so no callback of this round arrives after the round (or the send) has ended.
+        for index, thread in enumerate(self._threads):
+            if index not in unanswered:
                 thread.join()
         return [r for r in self.results if r is not None]
 
@@ -409,6 +411,10 @@ class _Batch:
                 return
             self.results[index] = result
             self._done.notify_all()
+        if self.permission_error is not None:
+            # Cancel only once the failed call's error result is stored: cancelling first would
+            # let close() answer it as interrupted.
+            self.cancel.set()
         self._notify_result(index)
 
     def _execute(self, call: ToolCall) -> dict[str, Any]:
@@ -440,7 +446,6 @@ class _Batch:
             allowed = on_permission(payload)
         except BaseException as exc:
             self.permission_error = exc
-            self.cancel.set()
             return error_result(f"the permission check failed: {type(exc).__name__}: {exc}")
         if self.cancel.is_set():
             return interrupted_result()

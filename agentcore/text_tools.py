@@ -324,22 +324,45 @@ def _call_id(salt: str, position: int, name: str, raw: str) -> str:
     return "call_" + digest.hexdigest()[:16]
 
 
+class _Finder:
+    """Pattern searches over one reply, memoised per pattern.
+
+    Many unclosed openers would otherwise each search to the end of the text for a closing
+    tag (quadratic); reusing the last answer keeps a scan linear.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._last: dict[re.Pattern[str], tuple[int, re.Match[str] | None]] = {}
+
+    def search(self, pattern: re.Pattern[str], pos: int) -> re.Match[str] | None:
+        last = self._last.get(pattern)
+        if last is not None:
+            searched_from, found = last
+            if searched_from <= pos and (found is None or found.start() >= pos):
+                return found
+        found = pattern.search(self.text, pos)
+        self._last[pattern] = (pos, found)
+        return found
+
+
 def _scan(text: str, spec: TextToolSpec, loose: bool) -> tuple[list[_Block], int]:
     """Find the call blocks in reading order, and where the text is cut (len(text) if not)."""
     scanner = _scanner(tuple(spec.tools), loose)
+    finder = _Finder(text)
     blocks: list[_Block] = []
     pos = 0
     while True:
-        match = scanner.search(text, pos)
+        match = finder.search(scanner, pos)
         if match is None:
             return blocks, len(text)
         if match.group("cut") is not None:
             return blocks, match.start()
         block: _Block | None
         if match.group("call") is not None:
-            block = _call_block(text, match, scanner, loose)
+            block = _call_block(finder, match, loose)
         else:
-            block = _xml_block(text, match, scanner, spec)
+            block = _xml_block(finder, match, scanner, spec)
         if block is None:
             pos = match.end()
             continue
@@ -347,9 +370,12 @@ def _scan(text: str, spec: TextToolSpec, loose: bool) -> tuple[list[_Block], int
         pos = max(block.end, match.end())
 
 
-def _call_block(text: str, match: re.Match[str], scanner: re.Pattern[str], loose: bool) -> _Block:
+def _call_block(finder: _Finder, match: re.Match[str], loose: bool) -> _Block:
+    text = finder.text
     start, body_start = match.start(), match.end()
     close = _LOOSE_CLOSE if loose else _STRICT_CLOSE
+    # Inside a call block, XML-style tool tags are part of the body: only calls and cuts end it.
+    following = _scanner((), loose)
     hint = _attr_name(match.group(0)) if loose else ""
     decoded = _decode_json_run(text, body_start, loose)
     if decoded is not None:
@@ -359,14 +385,14 @@ def _call_block(text: str, match: re.Match[str], scanner: re.Pattern[str], loose
             raw = text[body_start : closing.start()].strip()
             return _Block(start, closing.end(), raw, values, hint)
         if loose:
-            boundary = _boundary(text, json_end, close, scanner, inner_xml=True)
-            if boundary[1] is not None:
+            _, block_end = _boundary(finder, json_end, close, following)
+            if block_end is not None:
                 # Junk between the JSON and the closing tag: the JSON is the call.
-                return _Block(start, boundary[1], text[body_start:json_end].strip(), values, hint)
+                return _Block(start, block_end, text[body_start:json_end].strip(), values, hint)
             # Unclosed: the call is the JSON; whatever follows stays text.
             end = _skip_fence_and_space(text, json_end)
             return _Block(start, end, text[body_start:json_end].strip(), values, hint)
-    body_end, block_end = _boundary(text, body_start, close, scanner, inner_xml=True)
+    body_end, block_end = _boundary(finder, body_start, close, following)
     raw = text[body_start:body_end].strip()
     if block_end is None:
         return _Block(start, body_end, raw, None, hint, closed=False)
@@ -374,38 +400,39 @@ def _call_block(text: str, match: re.Match[str], scanner: re.Pattern[str], loose
 
 
 def _boundary(
-    text: str, pos: int, close: re.Pattern[str], scanner: re.Pattern[str], inner_xml: bool = False
+    finder: _Finder, pos: int, close: re.Pattern[str], following: re.Pattern[str]
 ) -> tuple[int, int | None]:
     """Where a block's body ends: (body end, block end after the closing tag or None if unclosed).
 
-    An unclosed block runs to the next opener, invented result, or the end of the text. With
-    `inner_xml`, XML-style tool tags belong to the body (`<tool_call><add>...</add></tool_call>`).
+    An unclosed block runs to the next match of `following` (an opener or an invented
+    result), or to the end of the text.
     """
-    closing = close.search(text, pos)
-    following = scanner.search(text, pos)
-    while inner_xml and following is not None and following.groupdict().get("xml") is not None:
-        following = scanner.search(text, following.end())
-    if closing is not None and (following is None or closing.start() <= following.start()):
+    closing = finder.search(close, pos)
+    after = finder.search(following, pos)
+    if closing is not None and (after is None or closing.start() <= after.start()):
         return closing.start(), closing.end()
-    return (following.start() if following is not None else len(text)), None
+    return (after.start() if after is not None else len(finder.text)), None
+
+
+@lru_cache(maxsize=256)
+def _xml_closer(tag: str) -> re.Pattern[str]:
+    return re.compile(f"</{re.escape(tag)}\\s*>", re.IGNORECASE)
 
 
 def _xml_block(
-    text: str, match: re.Match[str], scanner: re.Pattern[str], spec: TextToolSpec
+    finder: _Finder, match: re.Match[str], scanner: re.Pattern[str], spec: TextToolSpec
 ) -> _Block | None:
     """A Roo-style `<read_file><path>a</path></read_file>` call of a known tool."""
     tag = match.group("tag")
     name = next((n for n in spec.tools if n.lower() == tag.lower()), tag)
     body_start = match.end()
-    closing = re.compile(f"</{re.escape(tag)}\\s*>", re.IGNORECASE)
-    body_end, block_end = _boundary(text, body_start, closing, scanner)
-    body = text[body_start:body_end]
+    body_end, block_end = _boundary(finder, body_start, _xml_closer(tag.lower()), scanner)
+    body = finder.text[body_start:body_end]
     if block_end is None and not re.match(r"\s*(?:<[A-Za-z_][\w.-]*\s*>|\{)", body):
         # An unclosed tag followed by prose is a mention of the tool, not a call.
         return None
-    return _Block(
-        match.start(), block_end if block_end is not None else body_end, body.strip(), xml_tool=name
-    )
+    end = block_end if block_end is not None else body_end
+    return _Block(match.start(), end, body.strip(), xml_tool=name)
 
 
 def _attr_name(opener: str) -> str:
@@ -634,18 +661,23 @@ def _xml_entry(block: _Block, spec: TextToolSpec) -> _Entry:
     return (name, {}, "write each parameter as <parameter_name>value</parameter_name>")
 
 
+_XML_PARAM = re.compile(r"<([A-Za-z_][\w.-]*)\s*>")
+
+
 def _xml_params(body: str) -> dict[str, Any]:
     """Top-level `<key>value</key>` pairs; a value may hold other tags."""
     params: dict[str, Any] = {}
-    opener = re.compile(r"<([A-Za-z_][\w.-]*)\s*>")
+    # Tags with no closing tag at all are remembered, so many of them stay linear.
+    unclosed: set[str] = set()
     pos = 0
     while True:
-        match = opener.search(body, pos)
+        match = _XML_PARAM.search(body, pos)
         if match is None:
             return params
         key = match.group(1)
-        end = body.find(f"</{key}>", match.end())
+        end = -1 if key in unclosed else body.find(f"</{key}>", match.end())
         if end < 0:
+            unclosed.add(key)
             pos = match.end()
             continue
         params[key] = _xml_value(body[match.end() : end])
@@ -739,8 +771,10 @@ def _drop_trailing_commas(text: str) -> str:
         elif char == '"':
             in_string = True
         elif char == ",":
-            following = text[index + 1 :].lstrip()
-            if following[:1] in ("}", "]"):
+            after = index + 1
+            while after < len(text) and text[after].isspace():
+                after += 1
+            if after < len(text) and text[after] in "}]":
                 continue
         out.append(char)
     return "".join(out)
@@ -782,7 +816,7 @@ _LITERAL_NAMES: dict[str, Any] = {
 
 def _python_literal(text: str) -> Any:
     """A Python-literal reading (single quotes, True/None, trailing commas); None if it is not one."""
-    if len(text) > 200_000:
+    if len(text) > 1_000_000:
         return None
     try:
         tree = ast.parse(text, mode="eval")

@@ -68,8 +68,14 @@ def check_history(history: list[dict[str, Any]]) -> list[str]:
                 if call_id not in calls:
                     problems.append(f"{index}: result for {call_id} before (or without) its call")
                 answered[call_id] = index
-                if part["output"].get("type") not in ("text", "json", "error-text", "error-json",
-                                                     "execution-denied", "content"):
+                if part["output"].get("type") not in (
+                    "text",
+                    "json",
+                    "error-text",
+                    "error-json",
+                    "execution-denied",
+                    "content",
+                ):
                     problems.append(f"{index}: bad output block {part['output']!r}")
     problems += [f"call {c} has no result" for c in calls if c not in answered]
     return problems
@@ -120,18 +126,23 @@ def test_no_tool_rounds_count_only_rounds_in_a_row(server, make_agent):
 
 
 @pytest.mark.parametrize(
-    "config",
-    [{"no_tool_rounds": 1}, {"no_tool_rounds": float("inf"), "max_steps": 4}, {"no_tool_prompt": ""}],
+    ("config", "ending"),
+    [
+        ({"no_tool_rounds": 1}, ("no-tool", 1)),
+        ({"no_tool_rounds": float("inf"), "max_steps": 4}, ("step-limit", 4)),
+        ({"no_tool_prompt": ""}, ("no-tool", 3)),
+    ],
     ids=["rounds-1", "rounds-inf", "empty-prompt"],
 )
-def test_no_reminder_is_sent_when_rounds_is_one_or_infinite_or_the_prompt_is_empty(server, make_agent, config):
+def test_no_reminder_when_rounds_is_one_or_infinite_or_the_prompt_is_empty(
+    server, make_agent, config, ending
+):
     server.add("one", "two", "three", "four")
     result = make_agent(server, tools=[add], **config).send("hi")
-    assert all(len(m["messages"]) == len(server.requests[0]["messages"]) + i for i, m in enumerate(server.requests))
-    assert all(m["messages"][-1]["role"] != "user" for m in server.requests[1:])
-    expected = {"rounds-1": ("no-tool", 1), "rounds-inf": ("step-limit", 4), "empty-prompt": ("no-tool", 3)}
-    key = "rounds-1" if config.get("no_tool_rounds") == 1 else "empty-prompt" if "no_tool_prompt" in config else "rounds-inf"
-    assert (result.reason, result.steps) == expected[key]
+    first = len(server.requests[0]["messages"])
+    assert [len(r["messages"]) for r in server.requests] == [first + i for i in range(len(server.requests))]
+    assert all(r["messages"][-1]["role"] == "assistant" for r in server.requests[1:])
+    assert (result.reason, result.steps) == ending
 
 
 def test_custom_no_tool_prompt_is_sent_as_written(server, make_agent):
@@ -204,12 +215,17 @@ def test_tool_results_are_written_in_call_order_whatever_finishes_first(server, 
         time.sleep(seconds)
         return label
 
-    calls = [call("nap", {"seconds": s, "label": x}, id=f"c{x}") for s, x in [(0.15, "a"), (0.0, "b"), (0.05, "c")]]
+    naps = [(0.15, "a"), (0.0, "b"), (0.05, "c")]
+    calls = [call("nap", {"seconds": s, "label": x}, id=f"c{x}") for s, x in naps]
     server.add({"tool_calls": calls}, "done")
     agent = make_agent(server, tools=[nap], no_tool_rounds=1)
     agent.send("hi")
     results = results_of(agent.history[2])
-    assert [(r["tool_call_id"], r["output"]["value"]) for r in results] == [("ca", "a"), ("cb", "b"), ("cc", "c")]
+    assert [(r["tool_call_id"], r["output"]["value"]) for r in results] == [
+        ("ca", "a"),
+        ("cb", "b"),
+        ("cc", "c"),
+    ]
     sent = [m for m in server.requests[1]["messages"] if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in sent] == ["ca", "cb", "cc"]
 
@@ -349,7 +365,8 @@ def _random_reply(rng: random.Random) -> Any:
         kind = rng.random()
         if kind < 0.5:
             return {"text": "All done, nothing else to do here.", "chunk_delay": 0.001}
-        calls = [call(rng.choice(["slow", "slow", "add", "missing"]), {"a": 1, "b": 2}) for _ in range(rng.randint(1, 3))]
+        names = [rng.choice(["slow", "slow", "add", "missing"]) for _ in range(rng.randint(1, 3))]
+        calls = [call(name, {"a": 1, "b": 2}) for name in names]
         if rng.random() < 0.15:
             calls.append(call("slow", '{"a": '))
         return {"text": "Working on it step by step.", "tool_calls": calls, "chunk_delay": 0.001}
@@ -370,7 +387,8 @@ class _RandomStop:
             self._arm(0.03)
 
     def reached(self, phase: str) -> None:
-        if phase == self.target and self.rng.random() < 0.5:
+        # Stream events come many per reply: arm on a random one of them, not always the first.
+        if phase == self.target and (phase != "stream" or self.rng.random() < 0.2):
             self._arm(0.004)
 
     def _arm(self, within: float) -> None:
@@ -413,9 +431,9 @@ def test_every_call_gets_exactly_one_result_when_cancelled_at_random_instants(ma
         "on_llm_start": lambda payload: current[0].reached("model"),
         "on_llm_event": lambda event: current[0].reached("stream"),
     }
-    runs, checked, stopped = 150, 0, dict.fromkeys(_RandomStop.PHASES, 0)
+    runs, checked, stopped = 200, 0, dict.fromkeys(_RandomStop.PHASES, 0)
     with ModelServer(default=_random_reply(rng)) as server:
-        agent = make_agent(server, tools=[add, slow], callbacks=callbacks, no_tool_rounds=2)
+        agent = make_agent(server, tools=[add, slow], callbacks=callbacks, no_tool_rounds=1)
         for run in range(runs):
             before = copy.deepcopy(agent.history)
             cancel = threading.Event()
@@ -432,4 +450,4 @@ def test_every_call_gets_exactly_one_result_when_cancelled_at_random_instants(ma
             checked += 1
     print("\nrandom-cancel", checked, stopped)
     assert checked == runs
-    assert all(count > 5 for count in stopped.values()), stopped
+    assert all(count > 3 for count in stopped.values()), stopped

@@ -148,16 +148,30 @@ def _history() -> list[dict[str, Any]]:
             "role": "assistant",
             "id": "m1",
             "content": [
-                {"type": "reasoning", "text": "two tools", "provider_metadata": {"protocol": "x", "sig": "s"}},
+                {
+                    "type": "reasoning",
+                    "text": "two tools",
+                    "provider_metadata": {"protocol": "x", "sig": "s"},
+                },
                 {"type": "text", "text": "Working on it."},
                 {"type": "tool-call", "tool_call_id": "c1", "tool_name": "add", "input": {"a": 1, "b": 2}},
-                {"type": "tool-call", "tool_call_id": "c2", "tool_name": "read_file", "input": {"path": "a.txt"}},
+                {
+                    "type": "tool-call",
+                    "tool_call_id": "c2",
+                    "tool_name": "read_file",
+                    "input": {"path": "a.txt"},
+                },
             ],
         },
         {
             "role": "tool",
             "content": [
-                {"type": "tool-result", "tool_call_id": "c1", "tool_name": "add", "output": {"type": "json", "value": 3}},
+                {
+                    "type": "tool-result",
+                    "tool_call_id": "c1",
+                    "tool_name": "add",
+                    "output": {"type": "json", "value": 3},
+                },
                 {
                     "type": "tool-result",
                     "tool_call_id": "c2",
@@ -218,7 +232,12 @@ def test_denied_and_text_results_are_written_as_text() -> None:
     tool_message = {
         "role": "tool",
         "content": [
-            {"type": "tool-result", "tool_call_id": "a", "tool_name": "run", "output": {"type": "text", "value": "ok"}},
+            {
+                "type": "tool-result",
+                "tool_call_id": "a",
+                "tool_name": "run",
+                "output": {"type": "text", "value": "ok"},
+            },
             {
                 "type": "tool-result",
                 "tool_call_id": "b",
@@ -282,7 +301,8 @@ def test_consecutive_tool_messages_merge_into_one_user_message() -> None:
     assert out[0]["content"] == [
         {
             "type": "text",
-            "text": '<tool_result name="run">\none\n</tool_result>\n<tool_result name="run">\ntwo\n</tool_result>',
+            "text": '<tool_result name="run">\none\n</tool_result>\n'
+            '<tool_result name="run">\ntwo\n</tool_result>',
         }
     ]
     assert out[1] == {"role": "user", "content": "next"}
@@ -300,7 +320,9 @@ def test_result_names_are_escaped_in_the_attribute() -> None:
             }
         ],
     }
-    assert to_text_messages([message])[0]["content"][0]["text"].startswith('<tool_result name="x&quot;&gt;&lt;b">')
+    assert to_text_messages([message])[0]["content"][0]["text"].startswith(
+        '<tool_result name="x&quot;&gt;&lt;b">'
+    )
 
 
 def test_round_trip_history_to_text_and_back(spec: TextToolSpec) -> None:
@@ -330,13 +352,15 @@ def test_round_trip_history_to_text_and_back(spec: TextToolSpec) -> None:
 
 LENIENT_FORMS = {
     "plain": '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>',
-    "arguments as a string": '<tool_call>{"name": "add", "arguments": "{\\"a\\": 1, \\"b\\": 2}"}</tool_call>',
+    "arguments as a string": '<tool_call>{"name": "add", "arguments": "{\\"a\\": 1, \\"b\\": 2}"}'
+    "</tool_call>",
     "function wrapper": (
-        '<tool_call>{"type": "function", "function": {"name": "add", "arguments": "{\\"a\\": 1, \\"b\\": 2}"}}'
+        '<tool_call>{"type": "function", "function": '
+        '{"name": "add", "arguments": "{\\"a\\": 1, \\"b\\": 2}"}}'
         "</tool_call>"
     ),
     "function key": '<tool_call>{"function": {"name": "add", "arguments": {"a": 1, "b": 2}}}</tool_call>',
-    "function name outside arguments": '<tool_call>{"function": "add", "arguments": {"a": 1, "b": 2}}</tool_call>',
+    "function name outside": '<tool_call>{"function": "add", "arguments": {"a": 1, "b": 2}}</tool_call>',
     "tool key": '<tool_call>{"tool": "add", "parameters": {"a": 1, "b": 2}}</tool_call>',
     "tool_name key": '<tool_call>{"tool_name": "add", "input": {"a": 1, "b": 2}}</tool_call>',
     "args key": '<tool_call>{"name": "add", "args": {"a": 1, "b": 2}}</tool_call>',
@@ -350,7 +374,8 @@ LENIENT_FORMS = {
     "attribute name": '<tool_call name="add">{"a": 1, "b": 2}</tool_call>',
     "functions. prefix": '<tool_call>{"name": "functions.add", "arguments": {"a": 1, "b": 2}}</tool_call>',
     "other case": '<tool_call>{"name": "ADD", "arguments": {"a": 1, "b": 2}}</tool_call>',
-    "tool_calls list": '<tool_call>{"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]}</tool_call>',
+    "tool_calls list": '<tool_call>{"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]}'
+    "</tool_call>",
     "numbers as strings": '<tool_call>{"name": "add", "arguments": {"a": "1", "b": "2"}}</tool_call>',
     "Roo XML": "<add>\n<a>1</a>\n<b>2</b>\n</add>",
     "JSON inside the tool tag": '<add>{"a": 1, "b": 2}</add>',
@@ -418,7 +443,9 @@ def test_code_blocks_next_to_a_call_are_kept_whole(spec: TextToolSpec) -> None:
 
 
 def test_closing_tag_inside_a_string_argument_does_not_end_the_block(spec: TextToolSpec) -> None:
-    text = '<tool_call>{"name": "run", "arguments": {"input": "echo </tool_call> <tool_result>"}}</tool_call> ok'
+    text = (
+        '<tool_call>{"name": "run", "arguments": {"input": "echo </tool_call> <tool_result>"}}</tool_call> ok'
+    )
     found = read(text, spec)
     assert calls_of(text, spec) == [("run", {"input": "echo </tool_call> <tool_result>"})]
     assert found.text == "ok"
@@ -500,7 +527,9 @@ def test_xml_of_an_unknown_tag_stays_text(spec: TextToolSpec) -> None:
     assert read(text, spec) == text_tools.TextToolRead(text, [], [], {})
 
 
-def test_numbers_in_json_strings_are_coerced_only_where_the_schema_forbids_strings(spec: TextToolSpec) -> None:
+def test_numbers_in_json_strings_are_coerced_only_where_the_schema_forbids_strings(
+    spec: TextToolSpec,
+) -> None:
     text = '<tool_call>{"name": "read_file", "arguments": {"path": "12", "line": "12"}}</tool_call>'
     assert calls_of(text, spec) == [("read_file", {"path": "12", "line": 12})]
 
@@ -640,26 +669,54 @@ def test_strict_mode_still_cuts_invented_results(spec: TextToolSpec) -> None:
 # ---------------------------------------------------------------- refusals
 
 REFUSALS = [
-    (400, '{"error": {"message": "tools is not supported in this model. For a list of supported models, '
-     'refer to https://platform.openai.com/docs/guides/function-calling", "param": "tools"}}'),
+    (
+        400,
+        '{"error": {"message": "tools is not supported in this model. For a list of supported models, '
+        'refer to https://platform.openai.com/docs/guides/function-calling", "param": "tools"}}',
+    ),
     (400, '{"error":"registry.ollama.ai/library/gemma3:27b does not support tools"}'),
-    (400, '{"error":{"message":"deepseek-reasoner does not support Function Calling","type":"invalid_request_error"}}'),
+    (
+        400,
+        '{"error":{"message":"deepseek-reasoner does not support Function Calling",'
+        '"type":"invalid_request_error"}}',
+    ),
     (400, "Thinking mode does not support this tool_choice"),
-    (400, '{"code":"Client specified an invalid argument","error":"Invalid request content: The model does not '
-     'support tool use or function calling but tools or tool_choice have been specified on the request."}'),
+    (
+        400,
+        '{"code":"Client specified an invalid argument","error":"Invalid request content: The model does not '
+        'support tool use or function calling but tools or tool_choice have been specified on the request."}',
+    ),
     (400, '{"error":{"message":"tool calling is not supported with this model","param":"tool calling"}}'),
-    (400, '{"error":{"code":400,"message":"Function calling is not enabled for models/gemma-3-12b-it",'
-     '"status":"INVALID_ARGUMENT"}}'),
-    (400, '{"object":"error","message":"\\"auto\\" tool choice requires --enable-auto-tool-choice and '
-     '--tool-call-parser to be set","type":"BadRequestError","code":400}'),
+    (
+        400,
+        '{"error":{"code":400,"message":"Function calling is not enabled for models/gemma-3-12b-it",'
+        '"status":"INVALID_ARGUMENT"}}',
+    ),
+    (
+        400,
+        '{"object":"error","message":"\\"auto\\" tool choice requires --enable-auto-tool-choice and '
+        '--tool-call-parser to be set","type":"BadRequestError","code":400}',
+    ),
     (400, "named tool choice requires --tool-call-parser"),
     (500, '{"error":{"code":500,"message":"tools param requires --jinja flag","type":"server_error"}}'),
     (400, '{"error":{"message":"Unsupported param: tool_choice"}}'),
-    (404, '{"error":{"message":"No endpoints found that support tool use. To learn more about provider routing, '
-     'visit: https://openrouter.ai/docs/provider-routing","code":404}}'),
+    (
+        404,
+        '{"error":{"message":"No endpoints found that support tool use. '
+        "To learn more about provider routing, "
+        'visit: https://openrouter.ai/docs/provider-routing","code":404}}',
+    ),
     (404, "No endpoints found that support the provided 'tool_choice' value."),
-    (422, '{"detail":[{"type":"extra_forbidden","loc":["body","tools"],"msg":"Extra inputs are not permitted"}]}'),
-    (400, "[{'type': 'extra_forbidden', 'loc': ('body', 'tool_choice'), 'msg': 'Extra inputs are not permitted'}]"),
+    (
+        422,
+        '{"detail":[{"type":"extra_forbidden","loc":["body","tools"],'
+        '"msg":"Extra inputs are not permitted"}]}',
+    ),
+    (
+        400,
+        "[{'type': 'extra_forbidden', 'loc': ('body', 'tool_choice'), "
+        "'msg': 'Extra inputs are not permitted'}]",
+    ),
     (422, "body -> tools\n  Extra inputs are not permitted (type=extra_forbidden)"),
     (400, "tool_choice: Extra inputs are not permitted"),
     (400, "Failed to deserialize the JSON body: unknown field `tools`, expected one of `model`, `messages`"),
@@ -671,16 +728,27 @@ NOT_REFUSALS = [
     (401, "tools is not supported in this model"),
     (429, "does not support tools"),
     (503, "tools param requires --jinja flag"),
-    (400, "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens "
-     "(including 120 in the functions). Please reduce the length."),
-    (400, '{"error":{"message":"Failed to call a function. Please adjust your prompt.","code":"tool_use_failed"}}'),
+    (
+        400,
+        "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens "
+        "(including 120 in the functions). Please reduce the length.",
+    ),
+    (
+        400,
+        '{"error":{"message":"Failed to call a function. Please adjust your prompt.",'
+        '"code":"tool_use_failed"}}',
+    ),
     (400, "tool call validation failed: parameters for tool x did not match schema"),
     (400, "Invalid schema for function 'add': 'integer' is not valid under any of the given schemas"),
     (400, "messages.65.content.1.tool_use.text: Extra inputs are not permitted"),
     (400, "tools.0.function.strict: Extra inputs are not permitted"),
     (400, "'messages.1' : property 'tool_calls' is unsupported, did you mean 'tool_call_id'?"),
     (400, "Function calling with a response mime type: 'application/json' is unsupported"),
-    (400, '{"detail":[{"type":"extra_forbidden","loc":["body","stream_options"],"msg":"Extra inputs are not permitted"}]}'),
+    (
+        400,
+        '{"detail":[{"type":"extra_forbidden","loc":["body","stream_options"],'
+        '"msg":"Extra inputs are not permitted"}]}',
+    ),
     (400, "Invalid 'tools[0].function.name': string does not match pattern."),
     (400, ""),
     (None, "does not support tools"),

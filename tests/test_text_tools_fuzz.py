@@ -57,7 +57,7 @@ INVENTED_RESULT = re.compile(r"<tool[_-]?(?:results?|responses?|outputs?)(?![\w-
 TOKENS = [
     "<tool_call>",
     "</tool_call>",
-    "<tool_call name=\"add\">",
+    '<tool_call name="add">',
     "<TOOL_CALL>",
     "<tool-call>",
     "<tool_calls>",
@@ -113,10 +113,14 @@ TOKENS = [
     '{"type": "function", "function": {"name": "echo", "arguments": "{}"}}',
 ]
 
-json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+json_scalars = (
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+)
 json_values = st.recursive(
     json_scalars,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
     max_leaves=12,
 )
 json_objects = st.dictionaries(st.text(max_size=8), json_values, max_size=5)

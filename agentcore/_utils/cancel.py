@@ -82,9 +82,11 @@ def follow(source: threading.Event, target: Signal) -> Callable[[], None]:
         return _noop
     stop = threading.Event()
 
+    # Wait on `stop`, not on `source`: unfollowing then ends the thread at once instead of
+    # making every send that passed a plain Event wait up to one poll interval.
     def poll() -> None:
-        while not stop.is_set():
-            if source.wait(_POLL_S):
+        while not stop.wait(_POLL_S):
+            if source.is_set():
                 target.set()
                 return
 

@@ -132,7 +132,17 @@ def merge_body(
         if key in guarded:
             log.warning("%s cannot override %r; the value is ignored", source, key)
             continue
-        body[key] = value
+        body[key] = _deep_merge(body.get(key), value)
+
+
+def _deep_merge(ours: Any, theirs: Any) -> Any:
+    """Dicts merge key by key (so `{"generationConfig": {"x": 1}}` keeps our temperature); else theirs wins."""
+    if isinstance(ours, dict) and isinstance(theirs, Mapping):
+        merged = dict(ours)
+        for key, value in theirs.items():
+            merged[key] = _deep_merge(merged.get(key), value)
+        return merged
+    return theirs
 
 
 def tool_choice(value: Any) -> tuple[str, str | None]:

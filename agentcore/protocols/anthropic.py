@@ -149,7 +149,7 @@ class AnthropicAdapter:
         provider = request.provider
         check_provider(provider)
         thinking = _thinking(request)
-        output_tool = _output_tool_name(request, thinking_on=thinking is not None or _body_thinking(request))
+        output_tool = _output_name(request)
         body: dict[str, Any] = {
             "model": request.model,
             "max_tokens": _max_tokens(request, thinking),
@@ -204,27 +204,21 @@ adapter = AnthropicAdapter()
 # ---------------------------------------------------------------- request: structured output
 
 
-def _output_tool_name(request: Request, *, thinking_on: bool) -> str | None:
+def _output_name(request: Request | None) -> str | None:
     """The forced output tool's name, or None when the output travels as instructions.
 
     Forcing a tool is rejected together with extended thinking, so thinking falls back too.
     """
-    spec = request.output
-    capabilities = request.capabilities
-    if spec is None or spec.kind == "json" or thinking_on:
+    spec = request.output if request is not None else None
+    if request is None or spec is None or spec.kind == "json":
         return None
-    if not all(capabilities.get(key, True) for key in ("tools", "structured_output", "tool_choice")):
+    if _thinking(request) is not None or _body_thinking(request):
+        return None
+    if not all(request.capabilities.get(key, True) for key in ("tools", "structured_output", "tool_choice")):
         return None
     if any(tool.get("name") == spec.name for tool in request.tools):
         return None
     return str(spec.name)
-
-
-def _output_name(request: Request | None) -> str | None:
-    """The output tool name the request was built with (None when it used instructions)."""
-    if request is None:
-        return None
-    return _output_tool_name(request, thinking_on=_thinking(request) is not None or _body_thinking(request))
 
 
 def _body_thinking(request: Request) -> bool:

@@ -161,7 +161,7 @@ class ChatAdapter:
             join_url(request.base_url, "/chat/completions"), base_headers(provider, auth), body
         )
 
-    def parse(self, body: Any) -> LLMResult:
+    def parse(self, body: Any, request: Request | None = None) -> LLMResult:
         """Read a non-streaming reply (the parsed JSON body).
 
         Raises:
@@ -193,7 +193,7 @@ class ChatAdapter:
             raw=body,
         )
 
-    def stream(self) -> ChatStream:
+    def stream(self, request: Request | None = None) -> ChatStream:
         return ChatStream()
 
     def error(self, status: int, body_text: str) -> tuple[str, bool]:

@@ -270,6 +270,10 @@ def _assistant_items(content: Any, request: Request) -> list[dict[str, Any]]:
             flush_text()
             items.append(item)
     flush_text()
+    # A reasoning item must be followed by the output it led to ("provided without its required
+    # following item"); a reply that ended while reasoning leaves one dangling.
+    while items and items[-1].get("type") == "reasoning":
+        items.pop()
     return items
 
 

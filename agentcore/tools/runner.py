@@ -217,11 +217,15 @@ class ToolPool:
                 if not self._idle:
                     break
                 index = next(
-                    (i for i in range(len(self._idle) - 1, -1, -1) if self._idle[i].loaded.get(root) == version),
+                    (
+                        i
+                        for i in range(len(self._idle) - 1, -1, -1)
+                        if self._idle[i].loaded.get(root) == version
+                    ),
                     len(self._idle) - 1,
                 )
                 proc = self._idle.pop(index)
-            if proc.popen.poll() is None:
+            if not proc.dirty and proc.popen.poll() is None:
                 return proc, True
             _stop_processes([proc], close=True)
         return _Process.start(), False
@@ -241,6 +245,8 @@ class ToolPool:
         while True:
             proc, reused = self._process_for(root, version)
             ticket.attach(proc)
+            # What a previous call's leftovers (a background thread, say) wrote is not ours.
+            proc.drain(_Output(None, "", ""))
             try:
                 proc.send(message)
                 return proc
@@ -248,6 +254,11 @@ class ToolPool:
                 _stop_processes([proc], close=True)
                 if not reused:
                     raise
+            except BaseException:
+                # The message could not be encoded: the process is as clean as before.
+                ticket.detach()
+                self._give_back(proc)
+                raise
 
     def _run_call(
         self,
@@ -258,7 +269,7 @@ class ToolPool:
         on_output: OnOutput | None,
         agent_id: str,
     ) -> dict[str, Any]:
-        message = {
+        message: dict[str, Any] = {
             "op": "call",
             "path": handler.path,
             "root": handler.folder,
@@ -271,7 +282,9 @@ class ToolPool:
         }
         try:
             proc = self._start_job(ticket, handler.folder, handler.version, message)
-        except (OSError, ValueError, TypeError) as exc:
+        except (ValueError, TypeError) as exc:
+            return error_result(f"The input of tool {handler.name!r} is not plain JSON: {exc}")
+        except OSError as exc:
             return error_result(f"Could not start tool {handler.name!r} in a tool process: {exc}")
         output = _Output(on_output, tool_call_id, handler.name)
         deadline = None if handler.timeout is None else time.monotonic() + handler.timeout
@@ -284,6 +297,7 @@ class ToolPool:
             proc.drain(output)
             output.finish()
             proc.loaded[handler.folder] = handler.version
+            ticket.detach()
             self._give_back(proc)
             result: dict[str, Any] = payload["result"]
             return result
@@ -316,6 +330,7 @@ class ToolPool:
         if kind == "reply" and "roots" in payload and not ticket.killed:
             for spec in roots:
                 proc.loaded[str(spec["root"])] = str(spec["version"])
+            ticket.detach()
             self._give_back(proc)
             described: list[list[dict[str, Any]]] = payload["roots"]
             return described
@@ -363,6 +378,11 @@ class _Ticket:
         if proc is not None:
             proc.terminate()
         self._on_kill()
+
+    def detach(self) -> None:
+        """The call is done with its process (which may now serve others): kills no longer reach it."""
+        with self._lock:
+            self.proc = None
 
     def attach(self, proc: _Process) -> None:
         with self._lock:
@@ -416,7 +436,12 @@ class _Output:
         return self._tail.decode("utf-8", "replace").strip()
 
     def _emit(self, stream: str, data: Any) -> None:
-        payload = {"tool_call_id": self.tool_call_id, "tool_name": self.tool_name, "stream": stream, "data": data}
+        payload = {
+            "tool_call_id": self.tool_call_id,
+            "tool_name": self.tool_name,
+            "stream": stream,
+            "data": data,
+        }
         notify(self.on_output, payload)
 
 
@@ -433,7 +458,12 @@ class _Process:
     def __init__(self, popen: subprocess.Popen[bytes], fds: dict[str, int]) -> None:
         self.popen = popen
         self.pid = popen.pid
-        self.cmd_w, self.msg_r, self.wake_r, self.wake_w = fds["cmd"], fds["msg"], fds["wake_r"], fds["wake_w"]
+        self.cmd_w, self.msg_r, self.wake_r, self.wake_w = (
+            fds["cmd"],
+            fds["msg"],
+            fds["wake_r"],
+            fds["wake_w"],
+        )
         self.out_fds = {fds["stdout"]: "stdout", fds["stderr"]: "stderr"}
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.msg_r, selectors.EVENT_READ, "msg")
@@ -458,8 +488,17 @@ class _Process:
         err_r, err_w = os.pipe()
         wake_r, wake_w = os.pipe()
         child_ends = [cmd_r, msg_w, out_w, err_w]
-        ours = {"cmd": cmd_w, "msg": msg_r, "stdout": out_r, "stderr": err_r, "wake_r": wake_r, "wake_w": wake_w}
-        conf = {"cmd_fd": cmd_r, "msg_fd": msg_w, "parent_pid": os.getpid(), "sys_path": list(sys.path)}
+        ours = {
+            "cmd": cmd_w,
+            "msg": msg_r,
+            "stdout": out_r,
+            "stderr": err_r,
+            "wake_r": wake_r,
+            "wake_w": wake_w,
+        }
+        # The parent's sys.path: a tool file imports what the agent can (a vendored package too).
+        sys_path = [str(entry) for entry in sys.path]
+        conf = {"cmd_fd": cmd_r, "msg_fd": msg_w, "parent_pid": os.getpid(), "sys_path": sys_path}
         env = {**os.environ, SOURCE_ENV: worker_source(), CONF_ENV: json.dumps(conf)}
         try:
             popen = _spawn(
@@ -536,7 +575,12 @@ class _Process:
             return None
         if not chunk:
             return "died", None
-        for message in self._lines(chunk):
+        try:
+            messages = self._lines(chunk)
+        except ValueError:
+            # Not our protocol: something in the process wrote on our pipe. Retire it.
+            return "died", None
+        for message in messages:
             if message.get("id") != call_id:
                 continue
             if message.get("op") == "yield":
@@ -629,7 +673,12 @@ class _Process:
         else:
             how = f"exited with code {code}"
         text = f"The tool process {how} before the tool returned a result."
-        return f"{text}\nLast lines on stderr:\n{stderr_tail[-2000:]}" if stderr_tail else text
+        # The worker's own frames (in a faulthandler dump) say nothing about the tool.
+        lines = [
+            line for line in stderr_tail.splitlines() if SOURCE_NAME not in line and '"<string>"' not in line
+        ]
+        tail = "\n".join(lines).strip()[-2000:]
+        return f"{text}\nLast lines on stderr:\n{tail}" if tail else text
 
     def _signal_group(self, signum: int) -> None:
         try:
@@ -686,7 +735,9 @@ class _Spawner:
     """
 
     def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], list[Any], threading.Event]] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], list[Any], threading.Event]] = (
+            queue.SimpleQueue()
+        )
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._pid = 0
@@ -694,7 +745,9 @@ class _Spawner:
     def run(self, fn: Callable[[], Any]) -> Any:
         with self._lock:
             if self._thread is None or self._pid != os.getpid():
-                self._thread = threading.Thread(target=self._serve, name="agentcore-tool-spawner", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._serve, name="agentcore-tool-spawner", daemon=True
+                )
                 self._pid = os.getpid()
                 self._thread.start()
         box: list[Any] = []

@@ -61,12 +61,14 @@ def scan(*dirs: str | os.PathLike[str], pool: ToolPool | None = None) -> ToolSet
     described = pool.scan(specs)
     schema: dict[str, dict[str, Any]] = {}
     handlers: dict[str, FileTool] = {}
-    for folder, tools in zip(folders, described):
+    for folder, tools in zip(folders, described, strict=True):
         for tool in tools:
             name = str(tool["name"])
             previous = handlers.get(name)
             if previous is not None and previous.folder == folder.root:
-                log.warning("tool %r is defined in both %s and %s; the latter wins", name, previous.path, tool["path"])
+                log.warning(
+                    "tool %r is defined in both %s and %s; the latter wins", name, previous.path, tool["path"]
+                )
             schema[name] = _schema_entry(tool)
             handlers[name] = FileTool(
                 name=name,
@@ -105,5 +107,9 @@ def snapshot(folder: str | os.PathLike[str]) -> Folder:
 
 
 def _schema_entry(tool: dict[str, Any]) -> dict[str, Any]:
-    core = {"name": tool["name"], "description": tool.get("description") or "", "input_schema": tool["input_schema"]}
+    core = {
+        "name": tool["name"],
+        "description": tool.get("description") or "",
+        "input_schema": tool["input_schema"],
+    }
     return {**core, **dict(tool.get("extra") or {}), "source": "file"}

@@ -50,7 +50,9 @@ CONF_ENV = "_AGENTCORE_TOOL_WORKER_CONF"
 # The name runner.py compiles this source under; frames with it are hidden from tracebacks.
 SOURCE_NAME = "<agentcore-tool-worker>"
 
-_TOOL_KEYS = frozenset({"name", "description", "input_schema", "inputSchema", "execute", "timeout", "to_model_output"})
+_TOOL_KEYS = frozenset(
+    {"name", "description", "input_schema", "inputSchema", "execute", "timeout", "to_model_output"}
+)
 _TRACEBACK_FRAMES = 3
 _UNIQUE_PREFIX = "_agentcore_tool_"
 
@@ -72,11 +74,14 @@ def main() -> None:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             # Line by line: a printed line reaches on_tool_output at once, in one piece.
-            reconfigure(encoding="utf-8", errors="backslashreplace", line_buffering=True)
-    faulthandler.enable()
+            reconfigure(encoding="utf-8", errors="backslashreplace", line_buffering=True, write_through=False)
+    # A segfault prints where it happened; the crash result quotes it.
+    faulthandler.enable(all_threads=False)
     _die_with_parent(int(conf["parent_pid"]))
     worker = Worker(msg_fd)
-    threading.Thread(target=worker.read_commands, args=(cmd_fd,), name="agentcore-watchdog", daemon=True).start()
+    threading.Thread(
+        target=worker.read_commands, args=(cmd_fd,), name="agentcore-watchdog", daemon=True
+    ).start()
     worker.serve()
 
 
@@ -158,7 +163,11 @@ class Worker:
         while True:
             job = self.jobs.get()
             if job.get("op") == "scan":
-                self.send({"op": "scanned", "id": job.get("id"), **self.modules.scan(job["roots"])})
+                try:
+                    scanned = self.modules.scan(job["roots"])
+                except BaseException as exc:  # the parent must hear back whatever happened
+                    scanned = {"error": f"scanning failed: {_exception_text(exc)}"}
+                self.send({"op": "scanned", "id": job.get("id"), **scanned})
             else:
                 self.send({"op": "result", "id": job.get("id"), "result": self._call(job)})
 
@@ -170,8 +179,7 @@ class Worker:
                 self.cancelled.discard(job.get("id"))
                 cancel.set()
         try:
-            if job.get("cwd") and job["cwd"] != os.getcwd():
-                os.chdir(job["cwd"])
+            _follow_cwd(job.get("cwd"))
             return self._run(job, cancel)
         except BaseException as exc:  # the worker must answer whatever happened
             return exception_result(exc)
@@ -234,6 +242,15 @@ class Worker:
             data = data[os.write(self.msg_fd, data) :]
 
 
+def _follow_cwd(cwd: Any) -> None:
+    """Run in the parent's current folder, as a tool running in the agent's process would."""
+    try:
+        if cwd and cwd != os.getcwd():
+            os.chdir(cwd)
+    except OSError:
+        pass
+
+
 def _flush_std_streams() -> None:
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try:
@@ -252,7 +269,9 @@ class Tool:
     def __init__(self, obj: Any) -> None:
         self.obj = obj
         self.is_dict = isinstance(obj, Mapping)
-        field = obj.get if isinstance(obj, Mapping) else (lambda key, default=None: getattr(obj, key, default))
+        field = (
+            obj.get if isinstance(obj, Mapping) else (lambda key, default=None: getattr(obj, key, default))
+        )
         self.name: Any = field("name")
         self.description: Any = field("description")
         schema = field("input_schema")
@@ -273,7 +292,12 @@ class Tool:
         """The package's own ToolContext when the tool came from `@tool`, else a look-alike."""
         module = sys.modules.get(type(self.obj).__module__) if not self.is_dict else None
         cls = getattr(module, "ToolContext", None) if module is not None else None
-        fields = {"tool_call_id": tool_call_id, "tool_name": str(self.name), "cancel": cancel, "agent_id": agent_id}
+        fields: dict[str, Any] = {
+            "tool_call_id": tool_call_id,
+            "tool_name": str(self.name),
+            "cancel": cancel,
+            "agent_id": agent_id,
+        }
         if isinstance(cls, type):
             try:
                 return cls(**fields)
@@ -298,7 +322,9 @@ class Tool:
         if self.description is not None and not isinstance(self.description, str):
             raise ValueError(f"tool {name!r}: description must be a str")
         timeout = self.timeout
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+        ):
             raise ValueError(f"tool {name!r}: timeout must be a number of seconds > 0")
         if self.to_model_output is not None and not callable(self.to_model_output):
             raise ValueError(f"tool {name!r}: to_model_output must be callable")
@@ -761,7 +787,9 @@ def _container(value: Any, active: set[int]) -> Any:
         except TypeError:
             return items
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {field.name: _to_json(getattr(value, field.name), active) for field in dataclasses.fields(value)}
+        return {
+            field.name: _to_json(getattr(value, field.name), active) for field in dataclasses.fields(value)
+        }
     dump = getattr(value, "model_dump", None)
     if callable(dump) and not isinstance(value, type):
         return _to_json(dump(), active)

@@ -87,12 +87,14 @@ def test_reply_parses_like_the_vendor_sdk(path: Path) -> None:
     result = _parse(fixture)
     assert result.text == expect["text"]
     assert result.reasoning == expect["reasoning"]
-    calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in result.tool_calls]
+    calls: list[dict[str, Any]] = [
+        {"id": c.id, "name": c.name, "arguments": c.arguments} for c in result.tool_calls
+    ]
     wanted = copy.deepcopy(expect["tool_calls"])
-    for call, want in zip(calls, wanted):
+    for call, want in zip(calls, wanted, strict=False):
         if want["id"] is None:
             # Gemini before version 3 sends no call id; ours is generated (checked elsewhere).
-            assert call["id"].startswith("call_")
+            assert str(call["id"]).startswith("call_")
             want["id"] = call["id"]
     assert calls == wanted
     assert result.finish_reason == expect["finish_reason"]
@@ -141,14 +143,21 @@ class _History:
 
     def call(self, call_id: str, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None) -> None:
         self.names[call_id] = name
-        part: dict[str, Any] = {"type": "tool-call", "tool_call_id": call_id, "tool_name": name, "input": arguments}
+        part: dict[str, Any] = {
+            "type": "tool-call",
+            "tool_call_id": call_id,
+            "tool_name": name,
+            "input": arguments,
+        }
         if meta:
             part["provider_metadata"] = meta
         self.add("assistant", part)
 
     def result(self, call_id: str, output: dict[str, Any], name: str | None = None) -> None:
         name = name or self.names.get(call_id, "tool")
-        self.add("tool", {"type": "tool-result", "tool_call_id": call_id, "tool_name": name, "output": output})
+        self.add(
+            "tool", {"type": "tool-result", "tool_call_id": call_id, "tool_name": name, "output": output}
+        )
 
 
 def _output_spec(schema: Any, name: str = "output") -> Any:
@@ -175,26 +184,42 @@ def _from_responses(body: dict[str, Any]) -> dict[str, Any]:
         if kind == "message":
             content = item["content"]
             if item["role"] in ("system", "developer"):
-                system.append(content if isinstance(content, str) else "".join(p.get("text", "") for p in content))
+                system.append(
+                    content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+                )
             elif item["role"] == "assistant":
                 text = content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
                 history.add("assistant", {"type": "text", "text": text})
             else:
-                history.add("user", content if isinstance(content, str) else [_responses_part(p) for p in content])
+                history.add(
+                    "user", content if isinstance(content, str) else [_responses_part(p) for p in content]
+                )
         elif kind == "reasoning":
-            meta = {"protocol": "responses", "id": item["id"], "encrypted_content": item["encrypted_content"]}
-            history.add("assistant", {"type": "reasoning", "text": "", "provider_metadata": meta})
+            state = {
+                "protocol": "responses",
+                "id": item["id"],
+                "encrypted_content": item["encrypted_content"],
+            }
+            history.add("assistant", {"type": "reasoning", "text": "", "provider_metadata": state})
         elif kind == "function_call":
-            meta = {"protocol": "responses", "id": item["id"]} if item.get("id") else None
-            history.call(item["call_id"], item["name"], json.loads(item["arguments"] or "{}"), meta)
+            call_meta = {"protocol": "responses", "id": item["id"]} if item.get("id") else None
+            history.call(item["call_id"], item["name"], json.loads(item["arguments"] or "{}"), call_meta)
         elif kind == "function_call_output":
             out = item["output"]
-            value = {"type": "text", "value": out} if isinstance(out, str) else {
-                "type": "content",
-                "value": [_responses_part(p) for p in out],
-            }
+            value = (
+                {"type": "text", "value": out}
+                if isinstance(out, str)
+                else {
+                    "type": "content",
+                    "value": [_responses_part(p) for p in out],
+                }
+            )
             history.result(item["call_id"], value)
-    fields: dict[str, Any] = {"model": body["model"], "messages": history.messages, "system": "\n\n".join(system)}
+    fields: dict[str, Any] = {
+        "model": body["model"],
+        "messages": history.messages,
+        "system": "\n\n".join(system),
+    }
     fields["stream"] = bool(body.get("stream"))
     fields["tools"] = [
         {"name": t["name"], "description": t.get("description") or "", "input_schema": t["parameters"]}
@@ -235,7 +260,9 @@ def _from_anthropic(body: dict[str, Any]) -> dict[str, Any]:
     for message in body["messages"]:
         history.next_message()
         content = message["content"]
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        blocks: list[dict[str, Any]] = (
+            [{"type": "text", "text": content}] if isinstance(content, str) else content
+        )
         user_parts: list[dict[str, Any]] = []
         for block in blocks:
             kind = block["type"]
@@ -247,10 +274,12 @@ def _from_anthropic(body: dict[str, Any]) -> dict[str, Any]:
                 history.add("assistant", {"type": "text", "text": block["text"]})
             elif kind == "thinking":
                 meta = {"protocol": "anthropic", "signature": block["signature"]}
-                history.add("assistant", {"type": "reasoning", "text": block["thinking"], "provider_metadata": meta})
+                history.add(
+                    "assistant", {"type": "reasoning", "text": block["thinking"], "provider_metadata": meta}
+                )
             elif kind == "redacted_thinking":
-                meta = {"protocol": "anthropic", "redacted": block["data"]}
-                history.add("assistant", {"type": "reasoning", "text": "", "provider_metadata": meta})
+                redacted = {"protocol": "anthropic", "redacted": block["data"]}
+                history.add("assistant", {"type": "reasoning", "text": "", "provider_metadata": redacted})
             elif kind == "tool_use":
                 history.call(block["id"], block["name"], block["input"], None)
         if user_parts:
@@ -266,7 +295,9 @@ def _from_anthropic(body: dict[str, Any]) -> dict[str, Any]:
     choice = body.get("tool_choice")
     if choice is not None and tools:
         modes = {"auto": "auto", "any": "required", "none": "none"}
-        provider["tool_choice"] = {"name": choice["name"]} if choice["type"] == "tool" else modes[choice["type"]]
+        provider["tool_choice"] = (
+            {"name": choice["name"]} if choice["type"] == "tool" else modes[choice["type"]]
+        )
     thinking = body.get("thinking")
     if thinking and thinking["type"] == "enabled":
         provider["reasoning_effort"] = "minimal"
@@ -339,8 +370,13 @@ def _from_gemini(body: dict[str, Any]) -> dict[str, Any]:
             elif content["role"] == "model":
                 kind = "reasoning" if part.get("thought") else "text"
                 # Thought text without a signature travels only with capabilities.reasoning.
-                capabilities["reasoning"] = capabilities["reasoning"] or (kind == "reasoning" and meta is None)
-                history.add("assistant", {"type": kind, "text": part["text"], **({"provider_metadata": meta} if meta else {})})
+                capabilities["reasoning"] = capabilities["reasoning"] or (
+                    kind == "reasoning" and meta is None
+                )
+                history.add(
+                    "assistant",
+                    {"type": kind, "text": part["text"], **({"provider_metadata": meta} if meta else {})},
+                )
             else:
                 user_parts.append(_gemini_part(part))
         if user_parts:
@@ -351,7 +387,9 @@ def _from_gemini(body: dict[str, Any]) -> dict[str, Any]:
         if generation.get(wire) is not None:
             provider[key] = generation[wire]
     if "thinkingConfig" in generation:
-        provider["reasoning_effort"] = "low" if generation["thinkingConfig"].get("thinkingBudget") != 0 else "none"
+        provider["reasoning_effort"] = (
+            "low" if generation["thinkingConfig"].get("thinkingBudget") != 0 else "none"
+        )
     mode = ((body.get("toolConfig") or {}).get("functionCallingConfig") or {}).get("mode")
     if mode in ("AUTO", "ANY", "NONE"):
         provider["tool_choice"] = {"AUTO": "auto", "ANY": "required", "NONE": "none"}[mode]
@@ -399,7 +437,9 @@ def _gemini_output(response: dict[str, Any]) -> dict[str, Any]:
 
 def _responses_shape(body: dict[str, Any]) -> dict[str, Any]:
     items = []
-    for item in body["input"] if isinstance(body["input"], list) else [{"role": "user", "content": body["input"]}]:
+    for item in (
+        body["input"] if isinstance(body["input"], list) else [{"role": "user", "content": body["input"]}]
+    ):
         kind = item.get("type", "message")
         if kind == "message":
             if item["role"] in ("system", "developer"):
@@ -414,7 +454,9 @@ def _responses_shape(body: dict[str, Any]) -> dict[str, Any]:
         elif kind in ("function_call", "reasoning"):
             items.append((kind, "id" in item))
     # `stream: false` is the default: sent or not, it is the same request.
-    keys = {"model", "input", "tool_choice", "max_output_tokens"} & set(body) | ({"stream"} if body.get("stream") else set())
+    keys = {"model", "input", "tool_choice", "max_output_tokens"} & set(body) | (
+        {"stream"} if body.get("stream") else set()
+    )
     if any(t.get("type") == "function" for t in body.get("tools") or []):
         keys.add("tools")
     else:
@@ -441,7 +483,7 @@ def _anthropic_shape(body: dict[str, Any]) -> dict[str, Any]:
             if block["type"] not in _ANTHROPIC_BLOCKS:
                 continue
             if block["type"] == "tool_result":
-                inner = block.get("content", "")
+                inner: Any = block.get("content", "")
                 only_text = isinstance(inner, str) or all(p["type"] == "text" for p in inner)
                 kinds.append(("tool_result", *(["text"] if only_text else [p["type"] for p in inner])))
             else:
@@ -562,3 +604,16 @@ def _validate_create_response(body: dict[str, Any]) -> None:
         _VALIDATOR.append(_openapi_validator())
     errors = sorted(_VALIDATOR[0].iter_errors(body), key=lambda e: list(e.absolute_path))
     assert not errors, [f"{list(e.absolute_path)}: {e.message[:200]}" for e in errors]
+
+
+def test_the_openapi_check_rejects_a_malformed_body() -> None:
+    """Guards the validator itself: a function_call without call_id is not a CreateResponse."""
+    if not OPENAPI.exists():
+        pytest.skip(f"no OpenAPI schema at {OPENAPI}")
+    with pytest.raises(AssertionError):
+        _validate_create_response(
+            {"model": "m", "input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}
+        )
+    _validate_create_response(
+        {"model": "m", "input": [{"role": "user", "content": [{"type": "input_text", "text": "x"}]}]}
+    )

@@ -1,0 +1,610 @@
+"""The Agent, end to end: send results and entries, input checks, latest-send-wins, cancel, stop,
+resume, compact, close, KeyboardInterrupt."""
+
+from __future__ import annotations
+
+import copy
+import re
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from agentcore import Agent, AgentError, SendResult, ToolContext, Usage, tool
+from agentcore.testing import Recorded
+
+pytestmark = pytest.mark.usefixtures("no_thread_leak")
+
+IMAGE = "data:image/png;base64,iVBORw0KGgo="
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+class Background:
+    """Runs `fn` on a thread and keeps what it returned or raised."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
+        self.thread.start()
+
+    def _run(self, fn: Callable[[], Any]) -> None:
+        try:
+            self.result = fn()
+        except BaseException as exc:
+            self.error = exc
+
+    def join(self) -> Background:
+        self.thread.join(10)
+        assert not self.thread.is_alive(), "the background call did not end"
+        return self
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.002)
+
+
+def slow_reply(started: threading.Event, text: str = "slow", delay: float = 5.0) -> Callable[[Recorded], Any]:
+    """A script item that says when the request arrived and answers only after `delay`."""
+
+    def reply(recorded: Recorded) -> dict[str, Any]:
+        started.set()
+        return {"text": text, "delay": delay}
+
+    return reply
+
+
+def blocking_tool(entered: threading.Event) -> Any:
+    @tool
+    def hang(ctx: ToolContext) -> str:
+        """Wait until the call is cancelled."""
+        entered.set()
+        ctx.cancel.wait(10)
+        return "late"
+
+    return hang
+
+
+def assert_aborted(error: BaseException | None) -> None:
+    assert isinstance(error, AgentError) and error.kind == "aborted", error
+
+
+# ---------------------------------------------------------------- SendResult and entries
+
+
+def test_send_result_reports_text_steps_summed_usage_reason_and_appended_messages(server, make_agent):
+    server.add(
+        {
+            "tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}],
+            "usage": {"input_tokens": 10, "output_tokens": 2},
+        },
+        {"text": "3", "usage": {"input_tokens": 20, "output_tokens": 1, "cache_read_tokens": 8}},
+    )
+    agent = make_agent(server, tools=[add], no_tool_rounds=1)
+    result = agent.send("what is 1+2?")
+    assert isinstance(result, SendResult)
+    assert (result.text, result.steps, result.reason, result.output) == ("3", 2, "no-tool", None)
+    assert result.usage == Usage(input_tokens=30, output_tokens=3, total_tokens=33, cache_read_tokens=8)
+    assert [m["role"] for m in result.messages] == ["user", "assistant", "tool", "assistant"]
+    assert all(a is b for a, b in zip(result.messages, agent.history, strict=True))
+
+
+def test_retried_attempts_are_not_steps(server, make_agent):
+    server.add({"status": 500, "error": "busy"}, {"status": 429, "error": "slow down"}, "fine")
+    result = make_agent(server).send("hi")
+    assert (result.steps, result.text) == (1, "fine")
+    assert len(server.requests) == 3
+
+
+def test_appended_entries_carry_id_and_created_at_and_assistant_ones_usage(server, make_agent):
+    server.add({"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]}, "3")
+    before = time.time()
+    result = make_agent(server, tools=[add], no_tool_rounds=1).send("hi")
+    ids = [m["id"] for m in result.messages]
+    assert all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids) and len(set(ids)) == len(ids)
+    assert all(before <= m["created_at"] <= time.time() for m in result.messages)
+    assert [("usage" in m) for m in result.messages] == [False, True, False, True]
+    assert result.messages[-1]["usage"]["output_tokens"] >= 0
+
+
+def test_the_library_never_adds_keys_to_entries_it_did_not_create(server, make_agent):
+    history = [
+        {"role": "user", "content": "question"},
+        {"role": "assistant", "content": [{"type": "text", "text": "answer"}]},
+    ]
+    snapshot = copy.deepcopy(history)
+    server.add("more")
+    make_agent(server, history=history).send("next")
+    assert history[:2] == snapshot
+
+
+def test_extra_keys_of_entries_are_kept_and_never_sent(server, make_agent):
+    history = [{"role": "user", "content": "question", "id": "u1", "meta": {"x": 1}}]
+    history.append({"role": "assistant", "content": [{"type": "text", "text": "answer"}], "created_at": 1.0})
+    server.add("more")
+    make_agent(server, history=history).send("next")
+    assert server.requests[0]["messages"][:2] == [
+        {"role": "user", "content": "question"},
+        {"role": "assistant", "content": "answer"},
+    ]
+    assert history[0]["meta"] == {"x": 1}
+
+
+def test_an_empty_assistant_reply_is_stored_but_never_sent(server, make_agent):
+    server.add("", "second")
+    agent = make_agent(server)
+    agent.send("first")
+    assert agent.history[-1]["role"] == "assistant"
+    agent.send("again")
+    assert [m["role"] for m in server.requests[1]["messages"]] == ["user", "user"]
+
+
+def test_reasoning_from_the_model_is_kept_in_history_as_reasoning_parts(server, make_agent):
+    server.add({"reasoning": "Thinking it over.", "text": "Answer."})
+    agent = make_agent(server)
+    agent.send("hi")
+    assert agent.history[-1]["content"] == [
+        {"type": "reasoning", "text": "Thinking it over."},
+        {"type": "text", "text": "Answer."},
+    ]
+
+
+# ---------------------------------------------------------------- input
+
+
+@pytest.mark.parametrize(
+    "bad_input",
+    [
+        "",
+        "   \n\t ",
+        [],
+        [{"type": "text", "text": "   "}],
+        ["plain string part"],
+        [{"type": "audio", "data": "x"}],
+        [{"type": "text"}],
+        [{"type": "image"}],
+        [{"type": "file", "data": "eA=="}],
+        [{"type": "file", "media_type": "application/pdf"}],
+        42,
+        None,
+    ],
+    ids=lambda value: repr(value)[:30],
+)
+def test_invalid_input_is_a_request_error_and_nothing_is_written(server, make_agent, bad_input):
+    agent = make_agent(server)
+    with pytest.raises(AgentError) as caught:
+        agent.send(bad_input)
+    assert caught.value.kind == "request"
+    assert agent.history == [] and server.requests == []
+
+
+def test_media_forbidden_by_capabilities_is_a_request_error(server, make_agent):
+    agent = make_agent(server, capabilities={"image": False})
+    with pytest.raises(AgentError) as caught:
+        agent.send([{"type": "text", "text": "look"}, {"type": "image", "image": IMAGE}])
+    assert caught.value.kind == "request"
+    assert agent.history == [] and server.requests == []
+
+
+def test_with_media_fallback_strip_the_image_is_dropped_from_the_request_but_kept_in_history(
+    server, make_agent
+):
+    server.add("I only see text.")
+    agent = make_agent(server, capabilities={"image": False}, media_fallback="strip")
+    parts = [{"type": "text", "text": "look"}, {"type": "image", "image": IMAGE}]
+    agent.send(parts)
+    assert agent.history[0]["content"] == parts
+    assert IMAGE not in str(server.requests[0]) and "look" in str(server.requests[0])
+
+
+def test_content_part_input_is_stored_as_given(server, make_agent):
+    server.add("seen")
+    agent = make_agent(server)
+    parts = [{"type": "text", "text": "what is this?"}, {"type": "image", "image": IMAGE}]
+    agent.send(parts)
+    assert agent.history[0]["content"] == parts
+    assert server.requests[0]["messages"][0]["content"][1]["image_url"]["url"] == IMAGE
+
+
+def test_the_input_stays_in_history_when_the_send_fails_later(server, make_agent):
+    server.add({"status": 400, "error": "bad request"})
+    agent = make_agent(server, retry={"skip_codes": [400]})
+    with pytest.raises(AgentError) as caught:
+        agent.send("hi")
+    assert caught.value.kind == "request" and caught.value.status == 400
+    assert [m["content"] for m in agent.history] == ["hi"]
+
+
+# ---------------------------------------------------------------- latest send wins
+
+
+def test_a_second_send_from_another_thread_stops_the_first(server, make_agent):
+    started = threading.Event()
+    server.add(slow_reply(started), "second answer")
+    agent = make_agent(server)
+    first = Background(lambda: agent.send("first"))
+    assert started.wait(5)
+    t0 = time.monotonic()
+    result = agent.send("second")
+    assert time.monotonic() - t0 < 2
+    assert_aborted(first.join().error)
+    assert result.text == "second answer"
+    assert [m["content"] for m in agent.history if m["role"] == "user"] == ["first", "second"]
+
+
+def test_a_send_superseded_before_it_started_applies_nothing(server, make_agent):
+    release = threading.Event()
+    in_first = threading.Event()
+
+    def on_start() -> None:
+        if not in_first.is_set():
+            in_first.set()
+            release.wait(5)
+
+    server.add("third answer")
+    agent = make_agent(server, callbacks={"on_start": on_start})
+    first = Background(lambda: agent.send("first"))
+    assert in_first.wait(5)
+    first_running = agent.running
+    second = Background(
+        lambda: agent.send("second", config={"system": "from second"}, callbacks={"on_step": print})
+    )
+    wait_for(lambda: agent.running is not first_running)
+    second_running = agent.running
+    third = Background(lambda: agent.send("third"))
+    wait_for(lambda: agent.running is not second_running)
+    release.set()
+    assert_aborted(first.join().error)
+    assert_aborted(second.join().error)
+    assert third.join().error is None and third.result.text == "third answer"
+    assert [m["content"] for m in agent.history if m["role"] == "user"] == ["first", "third"]
+    assert agent.config["system"] == "" and "on_step" not in agent.callbacks
+    assert len(server.requests) == 1
+
+
+def test_agent_running_is_set_during_a_run_and_none_after(server, make_agent):
+    seen: list[Any] = []
+    agent: Any = None
+
+    def on_start() -> None:
+        running = agent.running
+        seen.append(
+            (
+                running is not None,
+                isinstance(running.cancel, threading.Event),
+                running.thread is threading.current_thread(),
+            )
+        )
+
+    server.add("hi")
+    agent = make_agent(server, callbacks={"on_start": on_start})
+    assert agent.running is None
+    agent.send("hi")
+    assert seen == [(True, True, True)]
+    assert agent.running is None
+
+
+# ---------------------------------------------------------------- cancel=
+
+
+def test_setting_the_cancel_event_mid_run_aborts_the_send(server, make_agent):
+    started = threading.Event()
+    cancel = threading.Event()
+    server.add(slow_reply(started))
+    agent = make_agent(server)
+    threading.Thread(target=lambda: started.wait(5) and cancel.set()).start()
+    t0 = time.monotonic()
+    with pytest.raises(AgentError) as caught:
+        agent.send("hi", cancel=cancel)
+    assert caught.value.kind == "aborted" and time.monotonic() - t0 < 2
+    assert agent.running is None
+
+
+def test_an_already_set_cancel_aborts_at_once_and_leaves_a_running_send_alone(server, make_agent):
+    started = threading.Event()
+    server.add(slow_reply(started, text="first answer", delay=0.3))
+    agent = make_agent(server)
+    first = Background(lambda: agent.send("first"))
+    assert started.wait(5)
+    running = agent.running
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(AgentError) as caught:
+        agent.send("ignored", cancel=cancel)
+    assert caught.value.kind == "aborted"
+    assert agent.running is running and not running.cancel.is_set()
+    assert first.join().error is None and first.result.text == "first answer"
+    assert [m["content"] for m in agent.history if m["role"] == "user"] == ["first"]
+
+
+def test_a_send_with_an_already_set_cancel_writes_nothing(server, make_agent):
+    cancel = threading.Event()
+    cancel.set()
+    agent = make_agent(server)
+    with pytest.raises(AgentError) as caught:
+        agent.send("hi", cancel=cancel, config={"system": "changed"})
+    assert caught.value.kind == "aborted"
+    assert agent.history == [] and agent.config["system"] == "" and server.requests == []
+
+
+# ---------------------------------------------------------------- stop()
+
+
+def test_stop_when_idle_returns_false(make_agent, server):
+    assert make_agent(server).stop() is False
+
+
+def test_stop_returns_true_after_the_run_ended_with_every_call_answered(server, make_agent):
+    entered, added = threading.Event(), threading.Event()
+    server.add(
+        {
+            "tool_calls": [
+                {"name": "hang", "id": "c1"},
+                {"name": "add", "arguments": {"a": 1, "b": 1}, "id": "c2"},
+            ]
+        }
+    )
+    on_tool_result = {"on_tool_result": lambda p: p["tool_name"] == "add" and added.set()}
+    agent = make_agent(server, tools=[blocking_tool(entered), add], callbacks=on_tool_result)
+    first = Background(lambda: agent.send("hi"))
+    assert entered.wait(5) and added.wait(5)
+    assert agent.stop() is True
+    assert agent.running is None
+    assert [m["role"] for m in agent.history] == ["user", "assistant", "tool"]
+    hang_result, add_result = agent.history[2]["content"]
+    assert hang_result["tool_call_id"] == "c1" and "interrupted" in hang_result["output"]["value"]
+    assert add_result["output"] == {"type": "json", "value": 2}
+    assert_aborted(first.join().error)
+
+
+def test_stop_from_inside_a_callback_only_sets_cancel(server, make_agent):
+    returned: list[bool] = []
+    agent: Any = None
+
+    def on_llm_finish(result: Any) -> None:
+        returned.append(agent.stop())
+
+    server.add({"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 1}}]}, "never")
+    agent = make_agent(server, tools=[add], callbacks={"on_llm_finish": on_llm_finish})
+    with pytest.raises(AgentError) as caught:
+        agent.send("hi")
+    assert caught.value.kind == "aborted" and returned == [True]
+    assert len(server.requests) == 1 and agent.running is None
+
+
+def test_stop_from_inside_a_memory_tool_only_sets_cancel(server, make_agent):
+    returned: list[bool] = []
+    agent: Any = None
+
+    @tool
+    def quit_now() -> str:
+        """Stop the agent."""
+        returned.append(agent.stop())
+        return "stopping"
+
+    server.add({"tool_calls": [{"name": "quit_now"}]}, "never")
+    agent = make_agent(server, tools=[quit_now])
+    with pytest.raises(AgentError) as caught:
+        agent.send("hi")
+    assert caught.value.kind == "aborted" and returned == [True]
+    assert len(server.requests) == 1
+
+
+# ---------------------------------------------------------------- send() inside a run
+
+
+def test_send_from_inside_a_callback_raises_a_request_error(server, make_agent):
+    errors: list[BaseException] = []
+    agent: Any = None
+
+    def on_step(payload: dict[str, Any]) -> None:
+        try:
+            agent.send("nested")
+        except AgentError as error:
+            errors.append(error)
+
+    server.add("answer")
+    agent = make_agent(server, callbacks={"on_step": on_step})
+    result = agent.send("hi")
+    assert [e.kind for e in errors if isinstance(e, AgentError)] == ["request"]
+    assert result.text == "answer" and [m["role"] for m in agent.history] == ["user", "assistant"]
+
+
+def test_a_nested_send_raised_inside_a_notification_callback_is_swallowed(server, make_agent, caplog):
+    agent: Any = None
+    server.add("answer")
+    agent = make_agent(server, callbacks={"on_start": lambda: agent.send("nested")})
+    result = agent.send("hi")
+    assert result.text == "answer"
+    assert any(isinstance(r.exc_info and r.exc_info[1], AgentError) for r in caplog.records)
+
+
+def test_send_from_inside_a_memory_tool_raises_a_request_error(server, make_agent):
+    agent: Any = None
+
+    @tool
+    def recurse() -> str:
+        """Try to send."""
+        agent.send("nested")
+        return "sent"
+
+    server.add({"tool_calls": [{"name": "recurse"}]}, "done")
+    agent = make_agent(server, tools=[recurse], no_tool_rounds=1)
+    agent.send("hi")
+    output = agent.history[2]["content"][0]["output"]
+    assert output["type"] == "error-text" and "AgentError" in output["value"]
+
+
+# ---------------------------------------------------------------- resume()
+
+
+def test_resume_runs_on_without_appending_input(server, make_agent):
+    history = [
+        {"role": "user", "content": "add 1 and 2"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool-call", "tool_call_id": "c1", "tool_name": "add", "input": {"a": 1, "b": 2}}
+            ],
+        },
+        {
+            "role": "tool",
+            "content": [
+                {
+                    "type": "tool-result",
+                    "tool_call_id": "c1",
+                    "tool_name": "add",
+                    "output": {"type": "json", "value": 3},
+                }
+            ],
+        },
+    ]
+    server.add("It is 3.")
+    agent = make_agent(server, tools=[add], history=history, no_tool_rounds=1)
+    result = agent.resume()
+    assert [m["role"] for m in result.messages] == ["assistant"]
+    assert len(history) == 4 and result.text == "It is 3."
+    assert [m["role"] for m in server.requests[0]["messages"]] == ["user", "assistant", "tool"]
+
+
+@pytest.mark.parametrize(
+    "history", [[], [{"role": "user", "content": "hi"}], [{"role": "compact", "content": "s"}]]
+)
+def test_resume_needs_a_history_ending_in_an_assistant_or_tool_message(server, make_agent, history):
+    agent = make_agent(server, history=history)
+    with pytest.raises(AgentError) as caught:
+        agent.resume()
+    assert caught.value.kind == "request" and server.requests == []
+
+
+def test_resume_with_input_is_a_type_error(server, make_agent):
+    agent = make_agent(server, history=[{"role": "assistant", "content": [{"type": "text", "text": "x"}]}])
+    with pytest.raises(TypeError):
+        agent.resume("more")  # type: ignore[misc]
+
+
+# ---------------------------------------------------------------- compact()
+
+
+def test_compact_appends_a_compact_message_and_returns_its_text(server, make_agent):
+    events: list[dict[str, Any]] = []
+    agent_events: list[dict[str, Any]] = []
+    history = [
+        {"role": "user", "content": "remember 42"},
+        {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
+    ]
+    server.add({"text": "The user asked to remember 42.", "usage": {"input_tokens": 50, "output_tokens": 9}})
+    agent = make_agent(server, history=history, callbacks={"on_compact": agent_events.append})
+    text = agent.compact(on_compact=events.append)
+    assert text == "The user asked to remember 42."
+    assert history[-1]["role"] == "compact" and history[-1]["content"] == text
+    assert len(history) == 3 and "id" in history[-1]
+    assert events[0] == {"type": "compact-start"}
+    assert events[-1]["type"] == "compact-finish"
+    assert events[-1]["usage"] == Usage(input_tokens=50, output_tokens=9, total_tokens=59)
+    assert all(e["request"] == "compact" for e in events[1:-1]) and len(events) > 2
+    assert agent_events == [] and agent.running is None
+    assert "remember 42" in str(server.requests[0]["messages"])
+
+
+def test_compact_stops_what_is_running(server, make_agent):
+    started = threading.Event()
+    server.add(slow_reply(started), "the summary")
+    agent = make_agent(server)
+    first = Background(lambda: agent.send("long task"))
+    assert started.wait(5)
+    assert agent.compact() == "the summary"
+    assert_aborted(first.join().error)
+    assert agent.history[-1]["role"] == "compact"
+
+
+def test_an_empty_summary_is_an_error_and_appends_nothing(server, make_agent):
+    history = [{"role": "user", "content": "hi"}]
+    server.add("   ")
+    agent = make_agent(server, history=history)
+    with pytest.raises(AgentError) as caught:
+        agent.compact()
+    assert caught.value.kind == "unknown" and history == [{"role": "user", "content": "hi"}]
+
+
+# ---------------------------------------------------------------- close() and with
+
+
+def test_close_stops_a_running_send(server, make_agent):
+    started = threading.Event()
+    server.add(slow_reply(started))
+    agent = make_agent(server)
+    first = Background(lambda: agent.send("hi"))
+    assert started.wait(5)
+    agent.close()
+    assert agent.running is None
+    assert_aborted(first.join().error)
+
+
+def test_agent_is_a_context_manager_that_closes(server):
+    started = threading.Event()
+    server.add(slow_reply(started))
+    with Agent(config={"base_url": server.base_url, "model": "m"}) as agent:
+        first = Background(lambda: agent.send("hi"))
+        assert started.wait(5)
+    assert agent.running is None
+    assert_aborted(first.join().error)
+
+
+# ---------------------------------------------------------------- KeyboardInterrupt
+
+
+@pytest.fixture
+def interrupt_main_after() -> Any:
+    """`interrupt_main_after(seconds)`: raise KeyboardInterrupt in the main thread, like Ctrl-C."""
+    previous = signal.getsignal(signal.SIGALRM)
+
+    def raise_interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGALRM, raise_interrupt)
+    yield lambda seconds: signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def test_keyboard_interrupt_stops_the_worker_closes_history_and_re_raises(
+    server, make_agent, interrupt_main_after
+):
+    assert threading.current_thread() is threading.main_thread()
+    entered = threading.Event()
+    server.add({"tool_calls": [{"name": "hang", "id": "c1"}]}, "never")
+    agent = make_agent(server, tools=[blocking_tool(entered)])
+    interrupt_main_after(0.2)
+    with pytest.raises(KeyboardInterrupt):
+        agent.send("hi")
+    assert entered.is_set() and agent.running is None
+    assert [m["role"] for m in agent.history] == ["user", "assistant", "tool"]
+    assert "interrupted" in agent.history[2]["content"][0]["output"]["value"]
+    assert len(server.requests) == 1
+
+
+def test_ctrl_c_during_a_model_reply_stops_the_run_at_once(server, make_agent):
+    started = threading.Event()
+    server.add(slow_reply(started))
+    agent = make_agent(server)
+    main = threading.main_thread().ident
+    assert main is not None
+    threading.Thread(target=lambda: started.wait(5) and signal.pthread_kill(main, signal.SIGINT)).start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        agent.send("hi")
+    assert time.monotonic() - t0 < 2
+    assert agent.running is None
+    assert [m["role"] for m in agent.history] == ["user"]

@@ -1,0 +1,486 @@
+"""Tool processes: reuse, output forwarding, every way a tool fails, kills and the concurrency cap."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import enum
+import os
+import resource
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentcore._utils.cancel import Signal
+from agentcore.tools import shape as shape_py
+from agentcore.tools import worker
+from agentcore.tools.runner import CONF_ENV, MAX_OUTPUT_BYTES, SOURCE_ENV, SOURCE_NAME, ToolPool
+from agentcore.tools.scan import scan
+from agentcore.tools.toolset import ToolSet
+
+TOOLS = '''
+import ctypes, os, signal, subprocess, sys, threading, time
+from enum import Enum
+
+from agentcore.tools import ToolContext, tool
+
+
+class Color(Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+@tool
+def whoami(color: Color, ctx: ToolContext) -> dict:
+    """Say which process runs the call, and what it was given."""
+    return {"pid": os.getpid(), "is_enum": isinstance(color, Color), "ctx": type(ctx).__name__,
+            "call": ctx.tool_call_id, "name": ctx.tool_name, "agent": ctx.agent_id}
+
+
+COUNT = [0]
+
+
+def _bump(input):
+    COUNT[0] += 1
+    return COUNT[0]
+
+
+def _with_ctx(input, ctx):
+    return [ctx.tool_call_id, ctx.tool_name, ctx.agent_id, ctx.cancel.is_set()]
+
+
+def _talk(input):
+    print("printed line")
+    print("warned", file=sys.stderr)
+    subprocess.run(["echo", "hi from echo"], check=True)
+    return "talked"
+
+
+def _stream(input):
+    yield "a"
+    time.sleep(0.3)
+    yield "b"
+
+
+def _late(input):
+    def later():
+        time.sleep(0.2)
+        print("LATE OUTPUT", flush=True)
+    threading.Thread(target=later).start()
+    return "early"
+
+
+def _raise(input):
+    def deeper():
+        raise ValueError("bad value " + str(input.get("x")))
+    deeper()
+
+
+def _cyclic(input):
+    items = []
+    items.append(items)
+    return items
+
+
+class Thing:
+    pass
+
+
+def _boom(output, input):
+    raise RuntimeError("cannot show")
+
+
+def _ignore_term(input):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    print(os.getpid(), flush=True)
+    time.sleep(30)
+
+
+def _sleeper(input):
+    print(os.getpid(), flush=True)
+    time.sleep(input.get("seconds", 30))
+    return "slept"
+
+
+def _window(input):
+    start = time.time()
+    time.sleep(0.3)
+    return [start, time.time()]
+
+
+def _flood(input):
+    chunk = "x" * (1 << 20)
+    for _ in range(100):
+        sys.stdout.write(chunk)
+    return "flooded"
+
+
+def _finish(input):
+    return {"stop": True, "output": {"type": "text", "value": "all done"}}
+
+
+def _image(input):
+    return {"output": {"type": "content", "value": [
+        {"type": "text", "text": "screen:"},
+        {"type": "image", "image": "iVBORw0KGgo=", "media_type": "image/png"}]}}
+
+
+def _audio_part(input):
+    return {"output": {"type": "content", "value": [{"type": "media", "data": "x"}]}}
+
+
+tools = [
+    {"name": "bump", "execute": _bump},
+    {"name": "with_ctx", "execute": _with_ctx},
+    {"name": "talk", "execute": _talk},
+    {"name": "stream", "execute": _stream},
+    {"name": "late", "execute": _late},
+    {"name": "raise", "execute": _raise},
+    {"name": "sys_exit", "execute": lambda input: sys.exit(3)},
+    {"name": "os_exit", "execute": lambda input: os._exit(7)},
+    {"name": "segfault", "execute": lambda input: ctypes.string_at(0)},
+    {"name": "cyclic", "execute": _cyclic},
+    {"name": "function", "execute": lambda input: _cyclic},
+    {"name": "thing", "execute": lambda input: Thing()},
+    {"name": "bad_model_output", "execute": lambda input: 1, "to_model_output": _boom},
+    {"name": "ignore_term", "execute": _ignore_term, "timeout": 0.3},
+    {"name": "sleeper", "execute": _sleeper},
+    {"name": "sleeper_timeout", "execute": _sleeper, "timeout": 0.3},
+    {"name": "window", "execute": _window},
+    {"name": "flood", "execute": _flood},
+    {"name": "finish", "execute": _finish},
+    {"name": "image", "execute": _image},
+    {"name": "audio_part", "execute": _audio_part},
+]
+'''
+
+
+@pytest.fixture(scope="module")
+def tools(tmp_path_factory: pytest.TempPathFactory) -> ToolSet:
+    folder = tmp_path_factory.mktemp("runner_tools")
+    (folder / "many.py").write_text(TOOLS)
+    return scan(folder)
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[ToolPool]:
+    pool = ToolPool()
+    yield pool
+    pool.close()
+
+
+def run(
+    pool: ToolPool, tools: ToolSet, name: str, input: dict[str, Any] | None = None, **options: Any
+) -> Any:
+    options.setdefault("tool_call_id", "call_1")
+    return pool.run(tools.handlers[name], input or {}, **options)
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_gone(pid: int, within_s: float = 2.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+class Collect:
+    """An on_output callback that remembers payloads (and when they came)."""
+
+    def __init__(self) -> None:
+        self.payloads: list[dict[str, Any]] = []
+        self.times: list[float] = []
+
+    def __call__(self, payload: dict[str, Any]) -> None:
+        self.payloads.append(payload)
+        self.times.append(time.monotonic())
+
+    def text(self, stream: str) -> str:
+        return "".join(p["data"] for p in self.payloads if p["stream"] == stream)
+
+    def first_pid(self) -> int:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            text = self.text("stdout")
+            if "\n" in text:
+                return int(text.split()[0])
+            time.sleep(0.01)
+        raise AssertionError("the tool never printed its pid")
+
+
+# ---------------------------------------------------------------- reuse and context
+
+
+def test_a_clean_process_is_reused_with_its_module_still_imported(pool: ToolPool, tools: ToolSet) -> None:
+    first = run(pool, tools, "bump")["output"]["value"]
+    second = run(pool, tools, "bump")["output"]["value"]
+    assert second == first + 1
+    pids = {run(pool, tools, "whoami", {"color": "red"})["output"]["value"]["pid"] for _ in range(3)}
+    assert len(pids) == 1 and os.getpid() not in pids
+
+
+def test_tool_function_gets_its_tool_context_and_enum_members(pool: ToolPool, tools: ToolSet) -> None:
+    value = run(pool, tools, "whoami", {"color": "blue"}, tool_call_id="call_9", agent_id="agent_7")
+    assert value["output"]["value"] | {"pid": 0} == {
+        "pid": 0,
+        "is_enum": True,
+        "ctx": "ToolContext",
+        "call": "call_9",
+        "name": "whoami",
+        "agent": "agent_7",
+    }
+
+
+def test_dict_tool_taking_two_parameters_gets_the_context(pool: ToolPool, tools: ToolSet) -> None:
+    result = run(pool, tools, "with_ctx", tool_call_id="call_3", agent_id="a1")
+    assert result == {"output": {"type": "json", "value": ["call_3", "with_ctx", "a1", False]}}
+
+
+# ---------------------------------------------------------------- output
+
+
+def test_stdout_stderr_and_programs_started_by_the_tool_reach_on_output(
+    pool: ToolPool, tools: ToolSet
+) -> None:
+    seen = Collect()
+    result = run(pool, tools, "talk", on_output=seen, tool_call_id="call_t")
+    assert result == {"output": {"type": "text", "value": "talked"}}
+    assert seen.text("stdout") == "printed line\nhi from echo\n"
+    assert seen.text("stderr") == "warned\n"
+    assert all(p["tool_call_id"] == "call_t" and p["tool_name"] == "talk" for p in seen.payloads)
+    assert all(isinstance(p["data"], str) for p in seen.payloads)
+
+
+def test_generator_yields_arrive_as_they_happen(pool: ToolPool, tools: ToolSet) -> None:
+    run(pool, tools, "bump")  # warm
+    seen = Collect()
+    start = time.monotonic()
+    result = run(pool, tools, "stream", on_output=seen)
+    assert result == {"output": {"type": "text", "value": "ab"}}
+    assert [p["data"] for p in seen.payloads if p["stream"] == "yield"] == ["a", "b"]
+    assert seen.times[0] - start < 0.25 <= time.monotonic() - start
+
+
+def test_output_written_after_the_call_returned_is_dropped(pool: ToolPool, tools: ToolSet) -> None:
+    first, second = Collect(), Collect()
+    assert run(pool, tools, "late", on_output=first)["output"]["value"] == "early"
+    time.sleep(0.3)
+    run(pool, tools, "bump", on_output=second)
+    assert "LATE" not in first.text("stdout") + second.text("stdout")
+
+
+def test_a_flood_of_output_is_bounded(pool: ToolPool, tools: ToolSet) -> None:
+    seen = Collect()
+    peak_before_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result = run(pool, tools, "flood", on_output=seen)
+    assert result == {"output": {"type": "text", "value": "flooded"}}
+    forwarded = seen.text("stdout")
+    assert MAX_OUTPUT_BYTES <= len(forwarded) < MAX_OUTPUT_BYTES + 200
+    assert forwarded.endswith("output was dropped]\n")
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before_kib < 100 * 1024
+
+
+# ---------------------------------------------------------------- results
+
+
+def test_stop_and_content_results_pass_through(pool: ToolPool, tools: ToolSet) -> None:
+    assert run(pool, tools, "finish") == {"output": {"type": "text", "value": "all done"}, "stop": True}
+    image = run(pool, tools, "image")["output"]
+    assert image["type"] == "content" and image["value"][1]["media_type"] == "image/png"
+    rejected = run(pool, tools, "audio_part")
+    assert "only text, image and file parts" in rejected["error"]
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("raise", ["ValueError: bad value 5", "many.py", "in deeper", 'raise ValueError("bad value "']),
+        ("sys_exit", ["sys.exit(3)"]),
+        ("os_exit", ["exited with code 7"]),
+        ("segfault", ["SIGSEGV", "Segmentation fault", "many.py"]),
+        ("cyclic", ["cannot be sent to the model", "cyclic"]),
+        ("function", ["cannot be sent to the model", "function"]),
+        ("thing", ["cannot be sent to the model", "Thing"]),
+        ("bad_model_output", ["to_model_output failed: RuntimeError: cannot show"]),
+    ],
+)
+def test_every_failure_becomes_a_readable_result_and_the_pool_goes_on(
+    pool: ToolPool, tools: ToolSet, name: str, expected: list[str]
+) -> None:
+    result = run(pool, tools, name, {"x": 5})
+    assert result["output"]["type"] == "error-text"
+    for text in expected:
+        assert text in result["output"]["value"]
+    assert "error" in result and SOURCE_NAME not in result["output"]["value"]
+    assert run(pool, tools, "bump")["output"]["type"] == "json"
+
+
+# ---------------------------------------------------------------- killing
+
+
+def test_a_tool_ignoring_sigterm_is_killed_at_its_timeout(pool: ToolPool, tools: ToolSet) -> None:
+    seen = Collect()
+    start = time.monotonic()
+    result = run(pool, tools, "ignore_term", on_output=seen)
+    assert result == {
+        "output": {"type": "error-text", "value": "The tool timed out after 0.3 s and was stopped."},
+        "error": "timeout",
+    }
+    assert 0.3 <= time.monotonic() - start < 1.5
+    assert wait_gone(seen.first_pid())
+
+
+def test_cancel_interrupts_the_call_at_once(pool: ToolPool, tools: ToolSet) -> None:
+    run(pool, tools, "bump")  # warm, so the kill is what is timed
+    cancel, seen = Signal(), Collect()
+    threading.Timer(0.2, cancel.set).start()
+    start = time.monotonic()
+    result = run(pool, tools, "sleeper", cancel=cancel, on_output=seen)
+    assert result["interrupted"] is True and result["output"]["type"] == "error-text"
+    assert time.monotonic() - start < 0.8
+    assert wait_gone(seen.first_pid())
+
+
+def test_kill_running_interrupts_every_busy_call(pool: ToolPool, tools: ToolSet) -> None:
+    results: list[Any] = []
+    outputs = [Collect(), Collect()]
+    threads = [
+        threading.Thread(target=lambda c=c: results.append(run(pool, tools, "sleeper", on_output=c)))
+        for c in outputs
+    ]
+    for thread in threads:
+        thread.start()
+    pids = [c.first_pid() for c in outputs]
+    pool.kill_running()
+    for thread in threads:
+        thread.join(2)
+    assert [r.get("interrupted") for r in results] == [True, True]
+    assert not any(alive(pid) for pid in pids)
+    assert run(pool, tools, "bump")["output"]["type"] == "json"
+
+
+def test_close_kills_idle_processes(tools: ToolSet) -> None:
+    own = ToolPool()
+    pid = run(own, tools, "whoami", {"color": "red"})["output"]["value"]["pid"]
+    assert alive(pid)
+    own.close()
+    assert not alive(pid)
+
+
+def test_calls_beyond_max_concurrency_queue(tools: ToolSet) -> None:
+    capped = ToolPool(max_concurrency=2)
+    windows: list[list[float]] = []
+    threads = [
+        threading.Thread(target=lambda: windows.append(run(capped, tools, "window")["output"]["value"]))
+        for _ in range(4)
+    ]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+    finally:
+        capped.close()
+    assert len(windows) == 4
+    for start, _ in windows:
+        overlapping = sum(1 for s, e in windows if s <= start < e)
+        assert overlapping <= 2
+
+
+def test_a_queued_call_is_interrupted_by_its_cancel(tools: ToolSet) -> None:
+    capped = ToolPool(max_concurrency=1)
+    blocker = threading.Thread(target=lambda: run(capped, tools, "sleeper", {"seconds": 0.6}))
+    blocker.start()
+    time.sleep(0.05)
+    cancel = Signal()
+    threading.Timer(0.1, cancel.set).start()
+    start = time.monotonic()
+    try:
+        result = run(capped, tools, "bump", cancel=cancel)
+        elapsed = time.monotonic() - start
+    finally:
+        blocker.join(5)
+        capped.close()
+    assert result.get("interrupted") is True and elapsed < 0.45
+
+
+# ---------------------------------------------------------------- the worker's copy of the rules
+
+
+class Mood(enum.Enum):
+    GOOD = "good"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        "text",
+        3,
+        2.5,
+        float("nan"),
+        True,
+        [1, (2, 3)],
+        {"b": {1, 2}},
+        {1: "x", None: "y"},
+        dt.datetime(2024, 1, 2, 3, 4, 5),
+        dt.date(2024, 1, 2),
+        b"\x00\xff",
+        decimal.Decimal("1.5"),
+        Mood.GOOD,
+        Path("/tmp/x"),
+        uuid.UUID(int=1),
+        object(),
+        {"output": "plain"},
+        {"output": {"type": "json", "value": {"a": (1,)}}},
+        {"stop": True},
+        {"stop": True, "output": 4},
+        {"output": {"type": "nope", "value": 1}},
+        {"output": {"type": "content", "value": [{"type": "audio"}]}},
+        {"output": {"type": "text", "value": 3}},
+        {"output": 1, "extra": 2},
+        {(1, 2): 3},
+    ],
+)
+def test_the_worker_shapes_values_exactly_like_shape_py(value: Any) -> None:
+    assert worker.shape(value) == shape_py.shape(value)
+
+
+def test_the_worker_shapes_generators_and_to_model_output_like_shape_py() -> None:
+    for returned, yields in [(None, ["a", "b"]), (None, [1, "a"]), (5, ["x"]), (None, [])]:
+        assert worker.generator_value(returned, yields) == shape_py.generator_value(returned, yields)
+
+    def block(output: Any, input: Any) -> Any:
+        return {"type": "text", "value": f"{output}/{input['q']}"}
+
+    def broken(output: Any, input: Any) -> Any:
+        raise KeyError("k")
+
+    for fn, value in [
+        (block, 1),
+        (block, {"stop": True, "output": 1}),
+        (broken, 1),
+        (lambda output, input: 5, 1),
+    ]:
+        assert worker.shape_model_output(fn, value, {"q": "x"}) == shape_py.shape_model_output(
+            fn, value, {"q": "x"}
+        )
+
+
+def test_the_wire_names_are_the_same_on_both_sides() -> None:
+    assert (worker.SOURCE_ENV, worker.CONF_ENV, worker.SOURCE_NAME) == (SOURCE_ENV, CONF_ENV, SOURCE_NAME)
