@@ -5,8 +5,11 @@
         for chunk in call.chunks(response): ...
 
 Cancellation closes the connection from the controlling thread (socket shutdown), which
-wakes a blocking read at once; no polling. Only `llm.py` imports this module, and it is the
-only place (with llm.py) where `requests` / `urllib3` are imported — lazily, on first use.
+wakes a blocking read at once; no polling. A call may cut only a connection it still owns:
+ownership passes to a call when it sends on the connection and ends when the pool takes the
+connection back, so a late cancel never cuts another call that reuses it. Only `llm.py`
+imports this module, and it is the only place (with llm.py) where `requests` / `urllib3` are
+imported — lazily, on first use.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ _CHUNK = 65536
 _local = threading.local()
 _session: Any = None
 _session_lock = threading.Lock()
+# Guards every connection's `agentcore_call` (its owner), so that a cancel cannot cut a
+# connection between the pool handing it to another call and that call owning it.
+_owners = threading.Lock()
 
 
 class Call:
@@ -29,9 +35,8 @@ class Call:
 
     def __init__(self, cancel: Signal | None) -> None:
         self.cancel = cancel
-        self.sockets: list[socket.socket] = []
+        self.connections: list[Any] = []
         self.aborted = False
-        self._lock = threading.Lock()
         self._unlisten: Callable[[], None] | None = None
         self.response: Any = None
 
@@ -48,32 +53,29 @@ class Call:
         if self.response is not None:
             self.response.close()
 
-    def track(self, sock: socket.socket | None) -> None:
-        if sock is None:
-            return
-        with self._lock:
-            if sock not in self.sockets:
-                self.sockets.append(sock)
-            aborted = self.aborted
-        if aborted:
-            _shutdown(sock)
+    def track(self, conn: Any) -> None:
+        """Own `conn` (a urllib3 connection this call sends on); cut it at once if already aborted."""
+        with _owners:
+            conn.agentcore_call = self
+            if conn not in self.connections:
+                self.connections.append(conn)
+            if self.aborted:
+                _shutdown(getattr(conn, "sock", None))
 
     def abort(self) -> None:
-        with self._lock:
-            self.aborted = True
-            sockets = list(self.sockets)
+        """Cut every connection this call still owns (a socket shutdown wakes a blocked read)."""
         response = self.response
-        if response is not None:
-            connection = getattr(getattr(response, "raw", None), "connection", None)
-            sock = getattr(connection, "sock", None)
-            if sock is not None:
-                sockets.append(sock)
-        for sock in sockets:
-            _shutdown(sock)
+        connection = getattr(getattr(response, "raw", None), "connection", None)
+        with _owners:
+            self.aborted = True
+            for conn in [*self.connections, connection]:
+                if conn is not None and getattr(conn, "agentcore_call", None) is self:
+                    _shutdown(getattr(conn, "sock", None))
 
     def post(self, url: str, body: bytes, headers: dict[str, str], timeout_s: float | None) -> Any:
+        timeout = (timeout_s, timeout_s)
         self.response = session().post(
-            url, data=body, headers=headers, stream=True, timeout=(timeout_s, timeout_s), allow_redirects=False
+            url, data=body, headers=headers, stream=True, timeout=timeout, allow_redirects=False
         )
         if self.aborted:
             self.abort()
@@ -90,7 +92,9 @@ class Call:
             yield data
 
 
-def _shutdown(sock: socket.socket) -> None:
+def _shutdown(sock: socket.socket | None) -> None:
+    if sock is None:
+        return
     try:
         sock.shutdown(socket.SHUT_RDWR)
     except OSError:
@@ -126,7 +130,12 @@ def _tracked_adapter_class() -> Any:
     def track(conn: Any) -> None:
         call = getattr(_local, "call", None)
         if call is not None:
-            call.track(getattr(conn, "sock", None))
+            call.track(conn)
+
+    def disown(conn: Any) -> None:
+        if conn is not None:
+            with _owners:
+                conn.agentcore_call = None
 
     class TrackedHTTPConnection(HTTPConnection):  # type: ignore[misc]
         def connect(self) -> None:
@@ -146,11 +155,20 @@ def _tracked_adapter_class() -> Any:
             track(self)
             return super().request(*args, **kwargs)
 
+    # A connection back in the pool belongs to no call until the next one sends on it.
     class TrackedHTTPPool(HTTPConnectionPool):  # type: ignore[misc]
         ConnectionCls = TrackedHTTPConnection
 
+        def _put_conn(self, conn: Any) -> None:
+            disown(conn)
+            super()._put_conn(conn)
+
     class TrackedHTTPSPool(HTTPSConnectionPool):  # type: ignore[misc]
         ConnectionCls = TrackedHTTPSConnection
+
+        def _put_conn(self, conn: Any) -> None:
+            disown(conn)
+            super()._put_conn(conn)
 
     class TrackedAdapter(HTTPAdapter):  # type: ignore[misc]
         def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from agentcore import Agent, AgentError, SendResult, ToolContext, Usage, tool
-from agentcore.testing import Recorded
+from agentcore.testing import ModelServer, Recorded
 
 pytestmark = pytest.mark.usefixtures("no_thread_leak")
+MakeAgent = Callable[..., Agent]
 
 IMAGE = "data:image/png;base64,iVBORw0KGgo="
 
@@ -76,6 +77,16 @@ def blocking_tool(entered: threading.Event) -> Any:
     return hang
 
 
+def when_set(event: threading.Event, action: Callable[[], Any]) -> None:
+    """Run `action` on another thread as soon as `event` is set."""
+
+    def wait_then_act() -> None:
+        if event.wait(5):
+            action()
+
+    threading.Thread(target=wait_then_act, daemon=True).start()
+
+
 def assert_aborted(error: BaseException | None) -> None:
     assert isinstance(error, AgentError) and error.kind == "aborted", error
 
@@ -83,7 +94,9 @@ def assert_aborted(error: BaseException | None) -> None:
 # ---------------------------------------------------------------- SendResult and entries
 
 
-def test_send_result_reports_text_steps_summed_usage_reason_and_appended_messages(server, make_agent):
+def test_send_result_reports_text_steps_summed_usage_reason_and_appended_messages(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     server.add(
         {
             "tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}],
@@ -100,14 +113,16 @@ def test_send_result_reports_text_steps_summed_usage_reason_and_appended_message
     assert all(a is b for a, b in zip(result.messages, agent.history, strict=True))
 
 
-def test_retried_attempts_are_not_steps(server, make_agent):
+def test_retried_attempts_are_not_steps(server: ModelServer, make_agent: MakeAgent) -> None:
     server.add({"status": 500, "error": "busy"}, {"status": 429, "error": "slow down"}, "fine")
     result = make_agent(server).send("hi")
     assert (result.steps, result.text) == (1, "fine")
     assert len(server.requests) == 3
 
 
-def test_appended_entries_carry_id_and_created_at_and_assistant_ones_usage(server, make_agent):
+def test_appended_entries_carry_id_and_created_at_and_assistant_ones_usage(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     server.add({"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]}, "3")
     before = time.time()
     result = make_agent(server, tools=[add], no_tool_rounds=1).send("hi")
@@ -118,7 +133,9 @@ def test_appended_entries_carry_id_and_created_at_and_assistant_ones_usage(serve
     assert result.messages[-1]["usage"]["output_tokens"] >= 0
 
 
-def test_the_library_never_adds_keys_to_entries_it_did_not_create(server, make_agent):
+def test_the_library_never_adds_keys_to_entries_it_did_not_create(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     history = [
         {"role": "user", "content": "question"},
         {"role": "assistant", "content": [{"type": "text", "text": "answer"}]},
@@ -129,8 +146,8 @@ def test_the_library_never_adds_keys_to_entries_it_did_not_create(server, make_a
     assert history[:2] == snapshot
 
 
-def test_extra_keys_of_entries_are_kept_and_never_sent(server, make_agent):
-    history = [{"role": "user", "content": "question", "id": "u1", "meta": {"x": 1}}]
+def test_extra_keys_of_entries_are_kept_and_never_sent(server: ModelServer, make_agent: MakeAgent) -> None:
+    history: list[dict[str, Any]] = [{"role": "user", "content": "question", "id": "u1", "meta": {"x": 1}}]
     history.append({"role": "assistant", "content": [{"type": "text", "text": "answer"}], "created_at": 1.0})
     server.add("more")
     make_agent(server, history=history).send("next")
@@ -141,7 +158,9 @@ def test_extra_keys_of_entries_are_kept_and_never_sent(server, make_agent):
     assert history[0]["meta"] == {"x": 1}
 
 
-def test_an_empty_assistant_reply_is_stored_but_never_sent(server, make_agent):
+def test_an_empty_assistant_reply_is_stored_but_never_sent(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     server.add("", "second")
     agent = make_agent(server)
     agent.send("first")
@@ -150,7 +169,9 @@ def test_an_empty_assistant_reply_is_stored_but_never_sent(server, make_agent):
     assert [m["role"] for m in server.requests[1]["messages"]] == ["user", "user"]
 
 
-def test_reasoning_from_the_model_is_kept_in_history_as_reasoning_parts(server, make_agent):
+def test_reasoning_from_the_model_is_kept_in_history_as_reasoning_parts(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     server.add({"reasoning": "Thinking it over.", "text": "Answer."})
     agent = make_agent(server)
     agent.send("hi")
@@ -181,7 +202,9 @@ def test_reasoning_from_the_model_is_kept_in_history_as_reasoning_parts(server, 
     ],
     ids=lambda value: repr(value)[:30],
 )
-def test_invalid_input_is_a_request_error_and_nothing_is_written(server, make_agent, bad_input):
+def test_invalid_input_is_a_request_error_and_nothing_is_written(
+    server: ModelServer, make_agent: MakeAgent, bad_input: Any
+) -> None:
     agent = make_agent(server)
     with pytest.raises(AgentError) as caught:
         agent.send(bad_input)
@@ -189,7 +212,9 @@ def test_invalid_input_is_a_request_error_and_nothing_is_written(server, make_ag
     assert agent.history == [] and server.requests == []
 
 
-def test_media_forbidden_by_capabilities_is_a_request_error(server, make_agent):
+def test_media_forbidden_by_capabilities_is_a_request_error(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     agent = make_agent(server, capabilities={"image": False})
     with pytest.raises(AgentError) as caught:
         agent.send([{"type": "text", "text": "look"}, {"type": "image", "image": IMAGE}])
@@ -198,8 +223,8 @@ def test_media_forbidden_by_capabilities_is_a_request_error(server, make_agent):
 
 
 def test_with_media_fallback_strip_the_image_is_dropped_from_the_request_but_kept_in_history(
-    server, make_agent
-):
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     server.add("I only see text.")
     agent = make_agent(server, capabilities={"image": False}, media_fallback="strip")
     parts = [{"type": "text", "text": "look"}, {"type": "image", "image": IMAGE}]
@@ -208,7 +233,7 @@ def test_with_media_fallback_strip_the_image_is_dropped_from_the_request_but_kep
     assert IMAGE not in str(server.requests[0]) and "look" in str(server.requests[0])
 
 
-def test_content_part_input_is_stored_as_given(server, make_agent):
+def test_content_part_input_is_stored_as_given(server: ModelServer, make_agent: MakeAgent) -> None:
     server.add("seen")
     agent = make_agent(server)
     parts = [{"type": "text", "text": "what is this?"}, {"type": "image", "image": IMAGE}]
@@ -217,7 +242,9 @@ def test_content_part_input_is_stored_as_given(server, make_agent):
     assert server.requests[0]["messages"][0]["content"][1]["image_url"]["url"] == IMAGE
 
 
-def test_the_input_stays_in_history_when_the_send_fails_later(server, make_agent):
+def test_the_input_stays_in_history_when_the_send_fails_later(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     server.add({"status": 400, "error": "bad request"})
     agent = make_agent(server, retry={"skip_codes": [400]})
     with pytest.raises(AgentError) as caught:
@@ -229,7 +256,9 @@ def test_the_input_stays_in_history_when_the_send_fails_later(server, make_agent
 # ---------------------------------------------------------------- latest send wins
 
 
-def test_a_second_send_from_another_thread_stops_the_first(server, make_agent):
+def test_a_second_send_from_another_thread_stops_the_first(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     started = threading.Event()
     server.add(slow_reply(started), "second answer")
     agent = make_agent(server)
@@ -243,7 +272,9 @@ def test_a_second_send_from_another_thread_stops_the_first(server, make_agent):
     assert [m["content"] for m in agent.history if m["role"] == "user"] == ["first", "second"]
 
 
-def test_a_send_superseded_before_it_started_applies_nothing(server, make_agent):
+def test_a_send_superseded_before_it_started_applies_nothing(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     release = threading.Event()
     in_first = threading.Event()
 
@@ -273,7 +304,7 @@ def test_a_send_superseded_before_it_started_applies_nothing(server, make_agent)
     assert len(server.requests) == 1
 
 
-def test_agent_running_is_set_during_a_run_and_none_after(server, make_agent):
+def test_agent_running_is_set_during_a_run_and_none_after(server: ModelServer, make_agent: MakeAgent) -> None:
     seen: list[Any] = []
     agent: Any = None
 
@@ -298,12 +329,12 @@ def test_agent_running_is_set_during_a_run_and_none_after(server, make_agent):
 # ---------------------------------------------------------------- cancel=
 
 
-def test_setting_the_cancel_event_mid_run_aborts_the_send(server, make_agent):
+def test_setting_the_cancel_event_mid_run_aborts_the_send(server: ModelServer, make_agent: MakeAgent) -> None:
     started = threading.Event()
     cancel = threading.Event()
     server.add(slow_reply(started))
     agent = make_agent(server)
-    threading.Thread(target=lambda: started.wait(5) and cancel.set()).start()
+    when_set(started, cancel.set)
     t0 = time.monotonic()
     with pytest.raises(AgentError) as caught:
         agent.send("hi", cancel=cancel)
@@ -311,7 +342,9 @@ def test_setting_the_cancel_event_mid_run_aborts_the_send(server, make_agent):
     assert agent.running is None
 
 
-def test_an_already_set_cancel_aborts_at_once_and_leaves_a_running_send_alone(server, make_agent):
+def test_an_already_set_cancel_aborts_at_once_and_leaves_a_running_send_alone(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     started = threading.Event()
     server.add(slow_reply(started, text="first answer", delay=0.3))
     agent = make_agent(server)
@@ -323,12 +356,12 @@ def test_an_already_set_cancel_aborts_at_once_and_leaves_a_running_send_alone(se
     with pytest.raises(AgentError) as caught:
         agent.send("ignored", cancel=cancel)
     assert caught.value.kind == "aborted"
-    assert agent.running is running and not running.cancel.is_set()
+    assert running is not None and agent.running is running and not running.cancel.is_set()
     assert first.join().error is None and first.result.text == "first answer"
     assert [m["content"] for m in agent.history if m["role"] == "user"] == ["first"]
 
 
-def test_a_send_with_an_already_set_cancel_writes_nothing(server, make_agent):
+def test_a_send_with_an_already_set_cancel_writes_nothing(server: ModelServer, make_agent: MakeAgent) -> None:
     cancel = threading.Event()
     cancel.set()
     agent = make_agent(server)
@@ -341,11 +374,13 @@ def test_a_send_with_an_already_set_cancel_writes_nothing(server, make_agent):
 # ---------------------------------------------------------------- stop()
 
 
-def test_stop_when_idle_returns_false(make_agent, server):
+def test_stop_when_idle_returns_false(make_agent: MakeAgent, server: ModelServer) -> None:
     assert make_agent(server).stop() is False
 
 
-def test_stop_returns_true_after_the_run_ended_with_every_call_answered(server, make_agent):
+def test_stop_returns_true_after_the_run_ended_with_every_call_answered(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     entered, added = threading.Event(), threading.Event()
     server.add(
         {
@@ -355,7 +390,7 @@ def test_stop_returns_true_after_the_run_ended_with_every_call_answered(server, 
             ]
         }
     )
-    on_tool_result = {"on_tool_result": lambda p: p["tool_name"] == "add" and added.set()}
+    on_tool_result = {"on_tool_result": lambda p: added.set() if p["tool_name"] == "add" else None}
     agent = make_agent(server, tools=[blocking_tool(entered), add], callbacks=on_tool_result)
     first = Background(lambda: agent.send("hi"))
     assert entered.wait(5) and added.wait(5)
@@ -368,7 +403,7 @@ def test_stop_returns_true_after_the_run_ended_with_every_call_answered(server, 
     assert_aborted(first.join().error)
 
 
-def test_stop_from_inside_a_callback_only_sets_cancel(server, make_agent):
+def test_stop_from_inside_a_callback_only_sets_cancel(server: ModelServer, make_agent: MakeAgent) -> None:
     returned: list[bool] = []
     agent: Any = None
 
@@ -383,7 +418,7 @@ def test_stop_from_inside_a_callback_only_sets_cancel(server, make_agent):
     assert len(server.requests) == 1 and agent.running is None
 
 
-def test_stop_from_inside_a_memory_tool_only_sets_cancel(server, make_agent):
+def test_stop_from_inside_a_memory_tool_only_sets_cancel(server: ModelServer, make_agent: MakeAgent) -> None:
     returned: list[bool] = []
     agent: Any = None
 
@@ -404,7 +439,9 @@ def test_stop_from_inside_a_memory_tool_only_sets_cancel(server, make_agent):
 # ---------------------------------------------------------------- send() inside a run
 
 
-def test_send_from_inside_a_callback_raises_a_request_error(server, make_agent):
+def test_send_from_inside_a_callback_raises_a_request_error(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     errors: list[BaseException] = []
     agent: Any = None
 
@@ -421,7 +458,9 @@ def test_send_from_inside_a_callback_raises_a_request_error(server, make_agent):
     assert result.text == "answer" and [m["role"] for m in agent.history] == ["user", "assistant"]
 
 
-def test_a_nested_send_raised_inside_a_notification_callback_is_swallowed(server, make_agent, caplog):
+def test_a_nested_send_raised_inside_a_notification_callback_is_swallowed(
+    server: ModelServer, make_agent: MakeAgent, caplog: pytest.LogCaptureFixture
+) -> None:
     agent: Any = None
     server.add("answer")
     agent = make_agent(server, callbacks={"on_start": lambda: agent.send("nested")})
@@ -430,7 +469,9 @@ def test_a_nested_send_raised_inside_a_notification_callback_is_swallowed(server
     assert any(isinstance(r.exc_info and r.exc_info[1], AgentError) for r in caplog.records)
 
 
-def test_send_from_inside_a_memory_tool_raises_a_request_error(server, make_agent):
+def test_send_from_inside_a_memory_tool_raises_a_request_error(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     agent: Any = None
 
     @tool
@@ -449,7 +490,7 @@ def test_send_from_inside_a_memory_tool_raises_a_request_error(server, make_agen
 # ---------------------------------------------------------------- resume()
 
 
-def test_resume_runs_on_without_appending_input(server, make_agent):
+def test_resume_runs_on_without_appending_input(server: ModelServer, make_agent: MakeAgent) -> None:
     history = [
         {"role": "user", "content": "add 1 and 2"},
         {
@@ -481,26 +522,31 @@ def test_resume_runs_on_without_appending_input(server, make_agent):
 @pytest.mark.parametrize(
     "history", [[], [{"role": "user", "content": "hi"}], [{"role": "compact", "content": "s"}]]
 )
-def test_resume_needs_a_history_ending_in_an_assistant_or_tool_message(server, make_agent, history):
+def test_resume_needs_a_history_ending_in_an_assistant_or_tool_message(
+    server: ModelServer, make_agent: MakeAgent, history: Any
+) -> None:
     agent = make_agent(server, history=history)
     with pytest.raises(AgentError) as caught:
         agent.resume()
     assert caught.value.kind == "request" and server.requests == []
 
 
-def test_resume_with_input_is_a_type_error(server, make_agent):
+def test_resume_with_input_is_a_type_error(server: ModelServer, make_agent: MakeAgent) -> None:
     agent = make_agent(server, history=[{"role": "assistant", "content": [{"type": "text", "text": "x"}]}])
     with pytest.raises(TypeError):
-        agent.resume("more")  # type: ignore[misc]
+        resume: Any = agent.resume
+        resume("more")
 
 
 # ---------------------------------------------------------------- compact()
 
 
-def test_compact_appends_a_compact_message_and_returns_its_text(server, make_agent):
+def test_compact_appends_a_compact_message_and_returns_its_text(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     events: list[dict[str, Any]] = []
     agent_events: list[dict[str, Any]] = []
-    history = [
+    history: list[dict[str, Any]] = [
         {"role": "user", "content": "remember 42"},
         {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
     ]
@@ -518,7 +564,7 @@ def test_compact_appends_a_compact_message_and_returns_its_text(server, make_age
     assert "remember 42" in str(server.requests[0]["messages"])
 
 
-def test_compact_stops_what_is_running(server, make_agent):
+def test_compact_stops_what_is_running(server: ModelServer, make_agent: MakeAgent) -> None:
     started = threading.Event()
     server.add(slow_reply(started), "the summary")
     agent = make_agent(server)
@@ -529,7 +575,7 @@ def test_compact_stops_what_is_running(server, make_agent):
     assert agent.history[-1]["role"] == "compact"
 
 
-def test_an_empty_summary_is_an_error_and_appends_nothing(server, make_agent):
+def test_an_empty_summary_is_an_error_and_appends_nothing(server: ModelServer, make_agent: MakeAgent) -> None:
     history = [{"role": "user", "content": "hi"}]
     server.add("   ")
     agent = make_agent(server, history=history)
@@ -541,7 +587,7 @@ def test_an_empty_summary_is_an_error_and_appends_nothing(server, make_agent):
 # ---------------------------------------------------------------- close() and with
 
 
-def test_close_stops_a_running_send(server, make_agent):
+def test_close_stops_a_running_send(server: ModelServer, make_agent: MakeAgent) -> None:
     started = threading.Event()
     server.add(slow_reply(started))
     agent = make_agent(server)
@@ -552,7 +598,7 @@ def test_close_stops_a_running_send(server, make_agent):
     assert_aborted(first.join().error)
 
 
-def test_agent_is_a_context_manager_that_closes(server):
+def test_agent_is_a_context_manager_that_closes(server: ModelServer) -> None:
     started = threading.Event()
     server.add(slow_reply(started))
     with Agent(config={"base_url": server.base_url, "model": "m"}) as agent:
@@ -580,8 +626,8 @@ def interrupt_main_after() -> Any:
 
 
 def test_keyboard_interrupt_stops_the_worker_closes_history_and_re_raises(
-    server, make_agent, interrupt_main_after
-):
+    server: ModelServer, make_agent: MakeAgent, interrupt_main_after: Callable[[float], Any]
+) -> None:
     assert threading.current_thread() is threading.main_thread()
     entered = threading.Event()
     server.add({"tool_calls": [{"name": "hang", "id": "c1"}]}, "never")
@@ -595,13 +641,15 @@ def test_keyboard_interrupt_stops_the_worker_closes_history_and_re_raises(
     assert len(server.requests) == 1
 
 
-def test_ctrl_c_during_a_model_reply_stops_the_run_at_once(server, make_agent):
+def test_ctrl_c_during_a_model_reply_stops_the_run_at_once(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     started = threading.Event()
     server.add(slow_reply(started))
     agent = make_agent(server)
     main = threading.main_thread().ident
     assert main is not None
-    threading.Thread(target=lambda: started.wait(5) and signal.pthread_kill(main, signal.SIGINT)).start()
+    when_set(started, lambda: signal.pthread_kill(main, signal.SIGINT))
     t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         agent.send("hi")

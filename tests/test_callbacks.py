@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from agentcore import AgentError, ToolContext, Usage, tool
+from agentcore import Agent, AgentError, ToolContext, Usage, tool
 from agentcore.llm import LLMResult
+from agentcore.testing import ModelServer
 
 pytestmark = pytest.mark.usefixtures("no_thread_leak")
+MakeAgent = Callable[..., Agent]
 
 NOTIFICATIONS = (
     "on_start",
@@ -85,7 +87,7 @@ class Recorder:
 # ---------------------------------------------------------------- order
 
 
-def test_callbacks_fire_in_the_documented_order(server, make_agent):
+def test_callbacks_fire_in_the_documented_order(server: ModelServer, make_agent: MakeAgent) -> None:
     recorder = Recorder()
     server.add({"tool_calls": [{"name": "count_to", "arguments": {"n": 2}}]}, "done")
     make_agent(server, tools=[count_to], callbacks=recorder.callbacks(), no_tool_rounds=1).send("hi")
@@ -106,7 +108,9 @@ def test_callbacks_fire_in_the_documented_order(server, make_agent):
     ]
 
 
-def test_on_llm_start_fires_per_http_attempt_and_on_retry_between_them(server, make_agent):
+def test_on_llm_start_fires_per_http_attempt_and_on_retry_between_them(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     recorder = Recorder()
     server.add({"status": 500, "error": "busy"}, "ok")
     result = make_agent(server, callbacks=recorder.callbacks()).send("hi")
@@ -122,7 +126,7 @@ def test_on_llm_start_fires_per_http_attempt_and_on_retry_between_them(server, m
     assert result.steps == 1
 
 
-def test_compaction_events_come_before_the_rounds_request(server, make_agent):
+def test_compaction_events_come_before_the_rounds_request(server: ModelServer, make_agent: MakeAgent) -> None:
     recorder = Recorder()
     server.add("Summary: the user said a lot.", "answer")
     agent = make_agent(server, callbacks=recorder.callbacks(), max_context_tokens=200)
@@ -138,7 +142,7 @@ def test_compaction_events_come_before_the_rounds_request(server, make_agent):
     assert result.steps == 1
 
 
-def test_on_step_fires_after_history_is_written(server, make_agent):
+def test_on_step_fires_after_history_is_written(server: ModelServer, make_agent: MakeAgent) -> None:
     seen: list[list[str]] = []
     agent: Any = None
 
@@ -154,7 +158,7 @@ def test_on_step_fires_after_history_is_written(server, make_agent):
 # ---------------------------------------------------------------- payloads
 
 
-def test_round_callbacks_get_the_documented_payloads(server, make_agent):
+def test_round_callbacks_get_the_documented_payloads(server: ModelServer, make_agent: MakeAgent) -> None:
     recorder = Recorder()
     server.add({"text": "Adding.", "tool_calls": [add_call(2, 3)]}, "5")
     make_agent(server, tools=[add], callbacks=recorder.callbacks(), no_tool_rounds=1).send("hi")
@@ -169,7 +173,7 @@ def test_round_callbacks_get_the_documented_payloads(server, make_agent):
     assert text == "Adding." + "5"  # both rounds
 
 
-def test_per_call_callbacks_get_the_documented_payloads(server, make_agent):
+def test_per_call_callbacks_get_the_documented_payloads(server: ModelServer, make_agent: MakeAgent) -> None:
     recorder = Recorder()
     server.add({"tool_calls": [{"name": "count_to", "arguments": {"n": 2}, "id": "c1"}]}, "done")
     make_agent(server, tools=[count_to], callbacks=recorder.callbacks(), no_tool_rounds=1).send("hi")
@@ -196,7 +200,9 @@ def test_per_call_callbacks_get_the_documented_payloads(server, make_agent):
     }
 
 
-def test_on_step_payload_has_step_result_calls_and_the_same_results(server, make_agent):
+def test_on_step_payload_has_step_result_calls_and_the_same_results(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     recorder = Recorder()
     server.add({"tool_calls": [add_call(1, 1, "c1"), add_call(2, 2, "c2")]}, "done")
     make_agent(server, tools=[add], callbacks=recorder.callbacks(), no_tool_rounds=1).send("hi")
@@ -209,7 +215,7 @@ def test_on_step_payload_has_step_result_calls_and_the_same_results(server, make
     assert (second["tool_calls"], second["tool_results"]) == ([], [])
 
 
-def test_on_retry_payload_has_attempt_error_and_delay(server, make_agent):
+def test_on_retry_payload_has_attempt_error_and_delay(server: ModelServer, make_agent: MakeAgent) -> None:
     retries: list[dict[str, Any]] = []
     server.add({"status": 500, "error": "busy"}, {"status": 503, "error": "still busy"}, "ok")
     agent = make_agent(
@@ -222,7 +228,9 @@ def test_on_retry_payload_has_attempt_error_and_delay(server, make_agent):
     assert [r["error"].status for r in retries] == [500, 503]
 
 
-def test_per_call_callbacks_run_concurrently_on_tool_threads(server, make_agent):
+def test_per_call_callbacks_run_concurrently_on_tool_threads(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     barrier = threading.Barrier(2, timeout=5)
     threads: set[int] = set()
 
@@ -241,7 +249,9 @@ def test_per_call_callbacks_run_concurrently_on_tool_threads(server, make_agent)
 
 
 @pytest.mark.parametrize("name", NOTIFICATIONS)
-def test_a_failing_notification_callback_is_logged_and_swallowed(server, make_agent, caplog, name):
+def test_a_failing_notification_callback_is_logged_and_swallowed(
+    server: ModelServer, make_agent: MakeAgent, caplog: pytest.LogCaptureFixture, name: Any
+) -> None:
     def broken(*args: Any) -> None:
         raise RuntimeError(f"{name} is broken")
 
@@ -266,7 +276,9 @@ def test_a_failing_notification_callback_is_logged_and_swallowed(server, make_ag
 # ---------------------------------------------------------------- permission
 
 
-def test_allowed_call_runs_when_on_permission_returns_true(server, make_agent):
+def test_allowed_call_runs_when_on_permission_returns_true(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     server.add({"tool_calls": [add_call(2, 3)]}, "done")
     agent = make_agent(server, tools=[add], callbacks={"on_permission": lambda p: True}, no_tool_rounds=1)
     agent.send("hi")
@@ -274,7 +286,7 @@ def test_allowed_call_runs_when_on_permission_returns_true(server, make_agent):
 
 
 @pytest.mark.parametrize("answer", [False, None, 1, "yes", [True], {"allow": True}])
-def test_only_exactly_true_allows_a_call(server, make_agent, answer):
+def test_only_exactly_true_allows_a_call(server: ModelServer, make_agent: MakeAgent, answer: Any) -> None:
     ran: list[int] = []
 
     @tool
@@ -293,7 +305,9 @@ def test_only_exactly_true_allows_a_call(server, make_agent, answer):
     assert [r["output"]["type"] for r in results] == ["execution-denied"]
 
 
-def test_on_permission_raising_fails_the_send_with_kind_tool_and_answers_the_call(server, make_agent):
+def test_on_permission_raising_fails_the_send_with_kind_tool_and_answers_the_call(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     class Refused(Exception):
         pass
 
@@ -313,7 +327,9 @@ def test_on_permission_raising_fails_the_send_with_kind_tool_and_answers_the_cal
     assert agent.running is None
 
 
-def test_a_call_cancelled_while_on_permission_waits_is_interrupted_not_denied(server, make_agent):
+def test_a_call_cancelled_while_on_permission_waits_is_interrupted_not_denied(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     asked = threading.Event()
     agent: Any = None
 
@@ -334,7 +350,9 @@ def test_a_call_cancelled_while_on_permission_waits_is_interrupted_not_denied(se
     assert result["output"]["type"] == "error-text" and "interrupted" in result["output"]["value"]
 
 
-def test_denied_invalid_and_interrupted_calls_all_fire_on_tool_result(server, make_agent):
+def test_denied_invalid_and_interrupted_calls_all_fire_on_tool_result(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     results: list[dict[str, Any]] = []
 
     @tool
@@ -346,7 +364,7 @@ def test_denied_invalid_and_interrupted_calls_all_fire_on_tool_result(server, ma
     agent: Any = None
 
     def on_permission(payload: dict[str, Any]) -> bool:
-        return payload["tool_name"] != "add"
+        return bool(payload["tool_name"] != "add")
 
     def on_tool_call(payload: dict[str, Any]) -> None:
         if payload["tool_name"] == "hang":
@@ -369,7 +387,7 @@ def test_denied_invalid_and_interrupted_calls_all_fire_on_tool_result(server, ma
     assert by_id["interrupted"].get("interrupted") is True
 
 
-def test_usage_of_compaction_is_counted_in_the_send(server, make_agent):
+def test_usage_of_compaction_is_counted_in_the_send(server: ModelServer, make_agent: MakeAgent) -> None:
     server.add(
         {"text": "Summary.", "usage": {"input_tokens": 100, "output_tokens": 10}},
         {"text": "answer", "usage": {"input_tokens": 7, "output_tokens": 3}},

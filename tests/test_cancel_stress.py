@@ -38,26 +38,26 @@ from agentcore.testing import ModelServer, Recorded
 
 # ---------------------------------------------------------------- constants
 
-RUNS = 240                   # sends driven (each one possibly cancelled)
-RUNS_PER_AGENT = 6           # sends on one agent (its history grows) before close() and the thread check
+RUNS = 240  # sends driven (each one possibly cancelled)
+RUNS_PER_AGENT = 6  # sends on one agent (its history grows) before close() and the thread check
 SEED = 20240611
-TIME_LIMIT_S = 60.0          # the whole test must finish well within this
+TIME_LIMIT_S = 60.0  # the whole test must finish well within this
 
-P_CANCEL = 0.85              # share of runs that are cancelled
+P_CANCEL = 0.85  # share of runs that are cancelled
 CANCEL_MODES = ("stop", "event", "new-send")
 CANCEL_PHASES = ("time", "time", "stream", "calls", "tool", "permission")
-MAX_RANDOM_DELAY_S = 0.12    # "time" phase: cancel after uniform(0, this)
-MAX_SETTLE_S = 0.004         # after a phase trigger: wait uniform(0, this) before cancelling
+MAX_RANDOM_DELAY_S = 0.12  # "time" phase: cancel after uniform(0, this)
+MAX_SETTLE_S = 0.004  # after a phase trigger: wait uniform(0, this) before cancelling
 
-P_FAILURE = 0.12             # a reply that fails (and is retried)
-P_STALL = 0.03               # of which: a stall past request_timeout (slow: costs the timeout)
-P_TOOLS = 0.55               # a reply with tool calls
-P_STREAM = 0.85              # agents with stream=True
+P_FAILURE = 0.12  # a reply that fails (and is retried)
+P_STALL = 0.03  # of which: a stall past request_timeout (slow: costs the timeout)
+P_TOOLS = 0.55  # a reply with tool calls
+P_STREAM = 0.85  # agents with stream=True
 REQUEST_TIMEOUT_S = 0.1
 MAX_CHUNK_DELAY_S = 0.003
-THREAD_GRACE_S = 0.25        # cooperative tools end within ms of ctx.cancel
+THREAD_GRACE_S = 0.25  # cooperative tools end within ms of ctx.cancel
 
-WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi".split()
+WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda")
 TOKEN = re.compile(r"\[r\d+\]")
 
 
@@ -100,9 +100,20 @@ def _schema(**properties: str) -> dict[str, Any]:
 
 TOOLS: list[dict[str, Any]] = [
     {"name": "slow", "description": "Wait.", "input_schema": _schema(ms="integer"), "execute": _slow},
-    {"name": "ticks", "description": "Stream ticks.", "input_schema": _schema(n="integer"), "execute": _ticks},
+    {
+        "name": "ticks",
+        "description": "Stream ticks.",
+        "input_schema": _schema(n="integer"),
+        "execute": _ticks,
+    },
     {"name": "boom", "description": "Fail.", "input_schema": _schema(), "execute": _boom},
-    {"name": "sleepy", "description": "Time out.", "input_schema": _schema(), "execute": _sleepy, "timeout": 0.01},
+    {
+        "name": "sleepy",
+        "description": "Time out.",
+        "input_schema": _schema(),
+        "execute": _sleepy,
+        "timeout": 0.01,
+    },
     {"name": "finish", "description": "Stop.", "input_schema": _schema(), "execute": _finish},
 ]
 
@@ -139,7 +150,10 @@ class Model:
             return self._failure(rng, stream)
         if roll < P_FAILURE + P_TOOLS:
             self.kinds["tools"] += 1
-            item: dict[str, Any] = {"tool_calls": [self._call(rng) for _ in range(rng.randint(1, 4))], **stream}
+            item: dict[str, Any] = {
+                "tool_calls": [self._call(rng) for _ in range(rng.randint(1, 4))],
+                **stream,
+            }
             if rng.random() < 0.5:
                 item["text"] = self._text(rng)
             return item
@@ -148,7 +162,11 @@ class Model:
 
     def _failure(self, rng: random.Random, stream: dict[str, Any]) -> dict[str, Any]:
         if rng.random() < P_STALL / P_FAILURE:
-            item = {"text": self._text(rng), "tool_calls": [self._call(rng) for _ in range(rng.randint(1, 3))], **stream}
+            item = {
+                "text": self._text(rng),
+                "tool_calls": [self._call(rng) for _ in range(rng.randint(1, 3))],
+                **stream,
+            }
             if rng.random() < 0.5:
                 # Stall right after the finish chunk: the calls are complete, [DONE] never comes.
                 self.kinds["fail:stall-after-calls"] += 1
@@ -207,13 +225,15 @@ def chunks_through_finish(item: dict[str, Any]) -> int:
     Layout (agentcore/testing/encoders/chat.py): role chunk, text pieces, per call a start
     chunk and its argument pieces, the finish chunk; then usage and [DONE].
     """
-    size = item["chunk_size"]
+    size: int = item["chunk_size"]
 
     def pieces(text: str) -> int:
         return -(-len(text) // size)
 
-    calls = sum(1 + pieces(c["arguments"] if isinstance(c["arguments"], str) else json.dumps(c["arguments"]))
-                for c in item["tool_calls"])
+    calls = sum(
+        1 + pieces(c["arguments"] if isinstance(c["arguments"], str) else json.dumps(c["arguments"]))
+        for c in item["tool_calls"]
+    )
     return 1 + pieces(item["text"]) + calls + 1
 
 
@@ -307,17 +327,21 @@ class Harness:
 # ---------------------------------------------------------------- validation
 
 
-def check_prefix(history: list[dict[str, Any]], before: list[dict[str, Any]], out: list[str], where: str) -> None:
+def check_prefix(
+    history: list[dict[str, Any]], before: list[dict[str, Any]], out: list[str], where: str
+) -> None:
     if len(history) < len(before):
         out.append(f"{where}: history shrank from {len(before)} to {len(history)}")
         return
-    for index, (old, new) in enumerate(zip(before, history)):
+    for index, (old, new) in enumerate(zip(before, history, strict=False)):
         if old != new:
             out.append(f"{where}: entry {index} changed: {old!r} -> {new!r}")
             return
 
 
-def check_history(history: list[dict[str, Any]], texts: dict[str, str], may_cut: set[int], first_new: int) -> list[str]:
+def check_history(
+    history: list[dict[str, Any]], texts: dict[str, str], may_cut: set[int], first_new: int
+) -> list[str]:
     """Every invariant that must hold of a whole history."""
     problems: list[str] = []
     ids = [m.get("id") for m in history]
@@ -342,9 +366,17 @@ def check_calls_answered(history: list[dict[str, Any]]) -> list[str]:
             for part in parts:
                 results[part["tool_call_id"]] += 1
                 if part["tool_call_id"] not in calls:
-                    problems.append(f"entry {index}: result {part['tool_call_id']} before (or without) its call")
-                if part.get("output", {}).get("type") not in ("text", "json", "error-text", "error-json",
-                                                               "execution-denied", "content"):
+                    problems.append(
+                        f"entry {index}: result {part['tool_call_id']} before (or without) its call"
+                    )
+                if part.get("output", {}).get("type") not in (
+                    "text",
+                    "json",
+                    "error-text",
+                    "error-json",
+                    "execution-denied",
+                    "content",
+                ):
                     problems.append(f"entry {index}: bad output block {part.get('output')!r}")
         call_ids = [p["tool_call_id"] for p in parts if p.get("type") == "tool-call"]
         if message["role"] != "assistant" or not call_ids:
@@ -353,7 +385,11 @@ def check_calls_answered(history: list[dict[str, Any]]) -> list[str]:
             problems.append(f"entry {index}: a tool-call id appears twice")
         calls.update(call_ids)
         following = history[index + 1] if index + 1 < len(history) else None
-        answered = [p["tool_call_id"] for p in following["content"]] if following and following["role"] == "tool" else []
+        answered = (
+            [p["tool_call_id"] for p in following["content"]]
+            if following and following["role"] == "tool"
+            else []
+        )
         if answered != call_ids:
             problems.append(f"entry {index}: calls {call_ids} answered right after by {answered}")
     for call_id in calls:
@@ -362,7 +398,9 @@ def check_calls_answered(history: list[dict[str, Any]]) -> list[str]:
     return problems
 
 
-def check_texts(history: list[dict[str, Any]], texts: dict[str, str], may_cut: set[int], first_new: int) -> list[str]:
+def check_texts(
+    history: list[dict[str, Any]], texts: dict[str, str], may_cut: set[int], first_new: int
+) -> list[str]:
     """This send's assistant text is a whole reply, or — only where a send was cancelled — its start.
 
     Entries of earlier sends were checked when they were appended; the prefix check keeps them so.
@@ -565,4 +603,3 @@ def test_random_cancellation_keeps_every_history_valid() -> None:
     for phase in CANCEL_PHASES:
         assert harness.stats[f"phase:{phase}"] > 0, f"no cancel happened in phase {phase}"
     assert took < TIME_LIMIT_S
-

@@ -5,14 +5,17 @@ from __future__ import annotations
 import copy
 import pathlib
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from agentcore import Agent, AgentError, tool
+from agentcore.testing import ModelServer
 from agentcore.tools import adopt
 
 pytestmark = pytest.mark.usefixtures("no_thread_leak")
+MakeAgent = Callable[..., Agent]
 
 
 @tool
@@ -86,14 +89,16 @@ def kind_of(excinfo: pytest.ExceptionInfo[AgentError]) -> str:
 
 
 @pytest.mark.parametrize(("why", "config"), INVALID, ids=[why for why, _ in INVALID])
-def test_invalid_config_is_a_config_error_at_agent(why, config):
+def test_invalid_config_is_a_config_error_at_agent(why: Any, config: Any) -> None:
     with pytest.raises(AgentError) as caught:
         Agent(config=config)
     assert kind_of(caught) == "config"
 
 
 @pytest.mark.parametrize(("why", "config"), INVALID, ids=[why for why, _ in INVALID])
-def test_invalid_send_config_is_a_config_error_and_writes_nothing_back(server, make_agent, why, config):
+def test_invalid_send_config_is_a_config_error_and_writes_nothing_back(
+    server: ModelServer, make_agent: MakeAgent, why: Any, config: Any
+) -> None:
     started: list[bool] = []
     agent = make_agent(server, system="before")
     history = agent.history
@@ -113,11 +118,11 @@ def test_invalid_send_config_is_a_config_error_and_writes_nothing_back(server, m
 
 
 @pytest.mark.parametrize("config", VALID)
-def test_valid_values_are_accepted(config):
+def test_valid_values_are_accepted(config: Any) -> None:
     Agent(config=config)
 
 
-def test_defaults_follow_the_table():
+def test_defaults_follow_the_table() -> None:
     config = Agent().config
     assert {k: config[k] for k in ("base_url", "api_key", "model", "system")} == dict.fromkeys(
         ("base_url", "api_key", "model", "system"), ""
@@ -178,7 +183,7 @@ def test_defaults_follow_the_table():
     ],
     ids=lambda kwargs: next(iter(kwargs)),
 )
-def test_wrong_python_types_at_agent_raise_type_error(kwargs):
+def test_wrong_python_types_at_agent_raise_type_error(kwargs: Any) -> None:
     with pytest.raises(TypeError):
         Agent(**kwargs)
 
@@ -186,7 +191,7 @@ def test_wrong_python_types_at_agent_raise_type_error(kwargs):
 @pytest.mark.parametrize(
     "folder", ["tools/", pathlib.Path("tools"), ["tools/"], [add, pathlib.Path("tools")]], ids=str
 )
-def test_a_folder_given_to_agent_tools_is_a_config_error(folder):
+def test_a_folder_given_to_agent_tools_is_a_config_error(folder: Any) -> None:
     with pytest.raises(AgentError) as caught:
         Agent(tools=folder)
     assert kind_of(caught) == "config"
@@ -197,7 +202,9 @@ def test_a_folder_given_to_agent_tools_is_a_config_error(folder):
     [{"on_finish": print}, {"on_step": "print"}, {"on_permission": 1}],
     ids=["unknown", "str", "int"],
 )
-def test_unknown_or_non_callable_callbacks_are_config_errors(server, make_agent, callbacks):
+def test_unknown_or_non_callable_callbacks_are_config_errors(
+    server: ModelServer, make_agent: MakeAgent, callbacks: Any
+) -> None:
     with pytest.raises(AgentError) as caught:
         Agent(callbacks=callbacks)
     assert kind_of(caught) == "config"
@@ -208,7 +215,7 @@ def test_unknown_or_non_callable_callbacks_are_config_errors(server, make_agent,
     assert agent.history == []
 
 
-def test_tools_are_accepted_as_a_toolset_list_or_record():
+def test_tools_are_accepted_as_a_toolset_list_or_record() -> None:
     assert list(Agent(tools=adopt([add])).tools) == ["add"]
     assert sorted(Agent(tools=[add, mul]).tools) == ["add", "mul"]
     assert list(Agent(tools={"plus": {"description": "Add", "execute": lambda i: 0}}).tools) == ["plus"]
@@ -217,7 +224,7 @@ def test_tools_are_accepted_as_a_toolset_list_or_record():
 # ---------------------------------------------------------------- attributes
 
 
-def test_agent_config_is_a_deep_copy():
+def test_agent_config_is_a_deep_copy() -> None:
     agent = Agent(config={"provider": {"temperature": 0.5}, "capabilities": {"image": False}})
     copied = agent.config
     copied["provider"]["temperature"] = 2.0
@@ -228,7 +235,7 @@ def test_agent_config_is_a_deep_copy():
     assert agent.config["model"] == ""
 
 
-def test_agent_config_repr_masks_the_api_key():
+def test_agent_config_repr_masks_the_api_key() -> None:
     secret = "sk-test-0123456789abcdefSECRET"
     agent = Agent(config={"api_key": secret, "compact": {"api_key": secret + "2"}})
     for text in (repr(agent.config), str(agent.config), repr(agent)):
@@ -236,13 +243,13 @@ def test_agent_config_repr_masks_the_api_key():
     assert agent.config["api_key"] == secret
 
 
-def test_agent_history_is_the_list_passed_in():
+def test_agent_history_is_the_list_passed_in() -> None:
     history = [{"role": "user", "content": "hi"}]
     agent = Agent(history=history)
     assert agent.history is history
 
 
-def test_agent_id_is_a_generated_uuid4_hex_unless_given():
+def test_agent_id_is_a_generated_uuid4_hex_unless_given() -> None:
     first, second = Agent().id, Agent().id
     assert re.fullmatch(r"[0-9a-f]{32}", first) and first != second
     assert Agent(id="mine").id == "mine"
@@ -251,7 +258,9 @@ def test_agent_id_is_a_generated_uuid4_hex_unless_given():
 # ---------------------------------------------------------------- send overrides
 
 
-def test_provider_and_retry_overrides_replace_the_previous_value_whole(server, make_agent):
+def test_provider_and_retry_overrides_replace_the_previous_value_whole(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     server.add("one", "two")
     agent = make_agent(server, provider={"temperature": 0.5, "top_p": 0.9}, retry={"skip_codes": [400]})
     agent.send("hi", config={"provider": {"seed": 7}, "retry": {"skip_kinds": ["auth"]}})
@@ -262,7 +271,9 @@ def test_provider_and_retry_overrides_replace_the_previous_value_whole(server, m
     assert server.requests[1].get("seed") == 7 and "top_p" not in server.requests[1]
 
 
-def test_capabilities_and_compact_overrides_merge_key_by_key(server, make_agent):
+def test_capabilities_and_compact_overrides_merge_key_by_key(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     server.add("one")
     agent = make_agent(server, capabilities={"image": False}, compact={"model": "small"})
     agent.send(
@@ -273,7 +284,7 @@ def test_capabilities_and_compact_overrides_merge_key_by_key(server, make_agent)
     assert agent.config["compact"] == {"model": "small", "base_url": "http://127.0.0.1:9/v1"}
 
 
-def test_other_overrides_overwrite_and_stay_in_force(server, make_agent):
+def test_other_overrides_overwrite_and_stay_in_force(server: ModelServer, make_agent: MakeAgent) -> None:
     server.add("one", "two")
     agent = make_agent(server, system="first", max_tokens=100)
     agent.send("hi", config={"system": "second"})
@@ -282,7 +293,7 @@ def test_other_overrides_overwrite_and_stay_in_force(server, make_agent):
     assert server.requests[1]["messages"][0] == {"role": "system", "content": "second"}
 
 
-def test_send_history_replaces_the_agents_history(server, make_agent):
+def test_send_history_replaces_the_agents_history(server: ModelServer, make_agent: MakeAgent) -> None:
     server.add("answer")
     agent = make_agent(server, history=[{"role": "user", "content": "old"}])
     fresh: list[dict[str, Any]] = []
@@ -292,7 +303,7 @@ def test_send_history_replaces_the_agents_history(server, make_agent):
     assert server.requests[0]["messages"] == [{"role": "user", "content": "new"}]
 
 
-def test_send_tools_replace_the_agents_tools(server, make_agent):
+def test_send_tools_replace_the_agents_tools(server: ModelServer, make_agent: MakeAgent) -> None:
     server.add("one", "two")
     agent = make_agent(server, tools=[add], no_tool_rounds=1)
     agent.send("hi", tools=[mul])
@@ -301,7 +312,7 @@ def test_send_tools_replace_the_agents_tools(server, make_agent):
     assert [t["function"]["name"] for t in server.requests[1]["tools"]] == ["mul"]
 
 
-def test_send_callbacks_merge_into_the_agents_callbacks(server, make_agent):
+def test_send_callbacks_merge_into_the_agents_callbacks(server: ModelServer, make_agent: MakeAgent) -> None:
     starts: list[str] = []
     steps: list[int] = []
     server.add("one", "two")
@@ -311,13 +322,13 @@ def test_send_callbacks_merge_into_the_agents_callbacks(server, make_agent):
     assert starts == ["start", "start"] and steps == [1, 1]
 
 
-def test_send_config_errors_name_the_key():
+def test_send_config_errors_name_the_key() -> None:
     with pytest.raises(AgentError) as caught:
         Agent(config={"compact_threshold": 2})
     assert "compact_threshold" in str(caught.value)
 
 
-def test_config_given_to_agent_is_not_kept_by_reference():
+def test_config_given_to_agent_is_not_kept_by_reference() -> None:
     given = {"provider": {"temperature": 0.1}}
     snapshot = copy.deepcopy(given)
     agent = Agent(config=given)

@@ -38,7 +38,13 @@ def mock() -> Iterator[responses.RequestsMock]:
 
 
 def ask(**overrides: Any) -> llm.LLMResult:
-    kwargs: dict[str, Any] = {"base_url": BASE, "api_key": KEY, "model": "m", "messages": HELLO, "stream": False}
+    kwargs: dict[str, Any] = {
+        "base_url": BASE,
+        "api_key": KEY,
+        "model": "m",
+        "messages": HELLO,
+        "stream": False,
+    }
     kwargs.update(overrides)
     return llm.chat(**kwargs)
 
@@ -113,7 +119,10 @@ def test_body_is_the_chat_request_as_json(mock: responses.RequestsMock) -> None:
     body = json.loads(sent(mock).body)
     assert body["model"] == "m"
     assert body["stream"] is False
-    assert body["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hello"}]
+    assert body["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hello"},
+    ]
     assert body["max_tokens"] == 50
     assert body["temperature"] == 0.2
     assert body["vendor_flag"] is True
@@ -142,7 +151,13 @@ def test_reply_is_parsed(mock: responses.RequestsMock) -> None:
 
 
 def test_openai_error_body_gives_the_vendor_message_and_status(mock: responses.RequestsMock) -> None:
-    body = {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}}
+    body = {
+        "error": {
+            "message": "Incorrect API key provided",
+            "type": "invalid_request_error",
+            "code": "invalid_api_key",
+        }
+    }
     mock.add(responses.POST, URL, status=401, json=body)
     error = failure()
     assert error.kind == "auth"
@@ -256,12 +271,20 @@ def test_secret_provider_header_is_redacted_too(mock: responses.RequestsMock) ->
 
 
 def test_retry_after_header_is_read_into_the_error(mock: responses.RequestsMock) -> None:
-    mock.add(responses.POST, URL, status=429, headers={"Retry-After": "7"}, json={"error": {"message": "slow"}})
+    mock.add(
+        responses.POST, URL, status=429, headers={"Retry-After": "7"}, json={"error": {"message": "slow"}}
+    )
     assert failure().retry_after == 7.0
 
 
 def test_retry_after_ms_header_is_read_into_the_error(mock: responses.RequestsMock) -> None:
-    mock.add(responses.POST, URL, status=429, headers={"retry-after-ms": "1500"}, json={"error": {"message": "slow"}})
+    mock.add(
+        responses.POST,
+        URL,
+        status=429,
+        headers={"retry-after-ms": "1500"},
+        json={"error": {"message": "slow"}},
+    )
     assert failure().retry_after == 1.5
 
 

@@ -22,8 +22,16 @@ from agentcore.testing import ModelServer
 KEY = "sk-llm-test-key-0123456789"
 HELLO = [{"role": "user", "content": "hello"}]
 TOOLS = [
-    {"name": "add", "description": "Add", "input_schema": {"type": "object", "properties": {"a": {"type": "integer"}}}},
-    {"name": "read", "description": "Read", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}},
+    {
+        "name": "add",
+        "description": "Add",
+        "input_schema": {"type": "object", "properties": {"a": {"type": "integer"}}},
+    },
+    {
+        "name": "read",
+        "description": "Read",
+        "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}},
+    },
 ]
 # Cancellation must take effect within 100 ms; CI machines get some slack on top.
 CANCEL_LIMIT_S = 0.25
@@ -112,7 +120,9 @@ def test_stream_events_in_order(server: ModelServer) -> None:
     # reasoning, then text, then the calls: deltas first, a complete tool-call each at the end
     assert types.index("reasoning-delta") < types.index("text-delta") < types.index("tool-call-delta")
     deltas = [e for e in events if e["type"] == "tool-call-delta"]
-    assert "".join(e["delta"] for e in deltas if e["tool_call_id"] == "call_b") == '{"path": "notes/a b.json"}'
+    assert (
+        "".join(e["delta"] for e in deltas if e["tool_call_id"] == "call_b") == '{"path": "notes/a b.json"}'
+    )
     calls = [e for e in events if e["type"] == "tool-call"]
     assert [(c["tool_call_id"], c["tool_name"], c["input"]) for c in calls] == [
         ("call_a", "add", {"a": 1}),
@@ -222,7 +232,7 @@ def test_2xx_json_without_choices_is_unknown_with_status_200(server: ModelServer
 
 
 def test_malformed_stream_chunk_is_unknown_with_status_200(server: ModelServer) -> None:
-    server.add({"chunks": ["data: {\"choices\": [{\"delta\": {\"content\": \"a\"}}]}\n\n", "data: {oops\n\n"]})
+    server.add({"chunks": ['data: {"choices": [{"delta": {"content": "a"}}]}\n\n', "data: {oops\n\n"]})
     error = chat_error(server, stream=True)
     assert (error.kind, error.status) == ("unknown", 200)
 
@@ -379,8 +389,16 @@ class EchoAdapter:
 def test_custom_adapter_through_llm_chat() -> None:
     adapter = EchoAdapter()
     events: list[dict[str, Any]] = []
-    result = llm.chat(model=adapter, messages=HELLO, system="sys", tools=TOOLS, max_tokens=7,
-                      provider={"temperature": 0.1}, request_timeout=4.0, on_llm_event=events.append)
+    result = llm.chat(
+        model=adapter,
+        messages=HELLO,
+        system="sys",
+        tools=TOOLS,
+        max_tokens=7,
+        provider={"temperature": 0.1},
+        request_timeout=4.0,
+        on_llm_event=events.append,
+    )
     assert result.text == "echo: hello"
     request = adapter.requests[0]
     assert set(request) == {"system", "messages", "tools", "provider", "output", "max_tokens"}
@@ -498,7 +516,8 @@ def test_cancel_interrupts_a_blocking_request_within_100ms(
         chat(server, cancel=cancel, on_llm_event=events.append)
     took = time.monotonic() - canceller.set_at
     canceller.thread.join()
-    print(f"cancel {where} ({event_type.__name__}, warm={warm}): aborted {took * 1000:.1f} ms after the event was set")
+    label = f"{where} ({event_type.__name__}, warm={warm})"
+    print(f"cancel {label}: aborted {took * 1000:.1f} ms after the event was set")
     assert caught.value.kind == "aborted"
     assert caught.value.retryable is False
     assert took < CANCEL_LIMIT_S
@@ -570,3 +589,65 @@ def test_agent_cancel_while_a_request_blocks(server: ModelServer, where: str, ho
         assert set(agent.history[1]["content"][0]["text"]) == {"y"}
     else:
         assert roles == ["user", "user", "assistant"]
+
+
+def test_late_cancel_never_cuts_another_call_reusing_the_connection(server: ModelServer) -> None:
+    """Regression: call A's cancel, set after A had read its whole body (its connection back in
+    the pool) but before A returned, shut down the pooled socket that call B was now waiting on,
+    so B failed with a network error. A call may only cut connections it still owns."""
+    server.add("first", {"text": "second", "delay": 0.2})
+    a_cancel = threading.Event()
+    a_has_read, a_may_return = threading.Event(), threading.Event()
+    out: dict[str, Any] = {}
+
+    def on_event(event: dict[str, Any]) -> None:
+        if event["type"] == "finish":
+            a_has_read.set()
+            a_may_return.wait(5)
+
+    def call_a() -> None:
+        out["a"] = chat(server, cancel=a_cancel, on_llm_event=on_event).text
+
+    def call_b() -> None:
+        try:
+            out["b"] = chat(server).text
+        except AgentError as error:
+            out["b"] = error
+
+    a = threading.Thread(target=call_a)
+    a.start()
+    assert a_has_read.wait(5)
+    b = threading.Thread(target=call_b)
+    b.start()
+    wait_until(lambda: len(server.requests) == 2)
+    assert server.connections == 1, "B should be reusing A's pooled connection"
+    a_cancel.set()
+    time.sleep(0.05)
+    a_may_return.set()
+    a.join(5)
+    b.join(5)
+    assert out["b"] == "second"
+    assert out["a"] == "first"
+
+
+def test_concurrent_calls_only_the_cancelled_one_is_aborted(server: ModelServer) -> None:
+    server.add(*[{"text": f"reply {i}", "chunk_size": 2, "chunk_delay": 0.01} for i in range(6)])
+    cancels = [threading.Event() for _ in range(6)]
+    results: dict[int, Any] = {}
+
+    def worker(i: int) -> None:
+        try:
+            results[i] = chat(server, cancel=cancels[i]).text
+        except AgentError as error:
+            results[i] = error.kind
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    wait_until(lambda: len(server.requests) == 6)
+    cancels[2].set()
+    for thread in threads:
+        thread.join(5)
+    assert results.pop(2) == "aborted"
+    assert len(results) == 5
+    assert all(str(text).startswith("reply ") for text in results.values()), results

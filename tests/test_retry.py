@@ -73,7 +73,12 @@ def fails(attempt: Callable[[], str], policy: RetryPolicy, clock: Clock, **kwarg
 
 def test_defaults_are_the_seed_rule() -> None:
     policy = RetryPolicy.from_config({})
-    assert (policy.base_delay, policy.max_delay, policy.max_elapsed, policy.filter) == (5.0, 600.0, None, None)
+    assert (policy.base_delay, policy.max_delay, policy.max_elapsed, policy.filter) == (
+        5.0,
+        600.0,
+        None,
+        None,
+    )
 
 
 def test_backoff_doubles_from_base_and_is_capped_without_jitter() -> None:
@@ -561,7 +566,7 @@ def test_api_key_never_leaks_even_when_the_server_echoes_it(
         "ok",
     )
     errors: list[AgentError] = []
-    agent, retries = make_agent(server, callbacks={"on_retry": lambda p: errors.append(p["error"])})
+    agent, _ = make_agent(server, callbacks={"on_retry": lambda p: errors.append(p["error"])})
     with caplog.at_level(logging.DEBUG):
         result = agent.send("hi")
         # A failure that is raised, not retried, must be clean too.
@@ -587,7 +592,9 @@ def test_api_key_never_leaks_even_when_the_server_echoes_it(
     assert server.log[0].headers["authorization"] == f"Bearer {KEY}"
 
 
-def test_logged_callback_errors_do_not_carry_the_key(server: ModelServer, caplog: pytest.LogCaptureFixture) -> None:
+def test_logged_callback_errors_do_not_carry_the_key(
+    server: ModelServer, caplog: pytest.LogCaptureFixture
+) -> None:
     server.add({"status": 500, "error": f"echo {KEY}"}, "ok")
 
     def on_retry(payload: dict[str, Any]) -> None:

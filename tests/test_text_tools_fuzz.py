@@ -114,16 +114,21 @@ TOKENS = [
 ]
 
 json_scalars = (
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20)
+    | st.sampled_from(TOKENS)
 )
 json_values = st.recursive(
     json_scalars,
     lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3)
     ),
-    max_leaves=12,
+    max_leaves=8,
 )
-json_objects = st.dictionaries(st.text(max_size=8), json_values, max_size=5)
+json_objects = st.dictionaries(st.text(max_size=6), json_values, max_size=4)
 markup_text = st.lists(st.sampled_from(TOKENS) | st.text(max_size=6), max_size=40).map("".join)
 
 
@@ -205,7 +210,7 @@ def mutated_calls(draw: st.DrawFn) -> str:
             block = block[:at] + block[at + draw(st.integers(1, 6)) :]
         elif kind == "insert":
             block = block[:at] + draw(st.sampled_from(TOKENS) | st.text(max_size=3)) + block[at:]
-        elif kind == "duplicate":
+        elif kind == "duplicate" and len(block) < 2000:
             block = block + "\n" + block
         elif kind == "truncate":
             block = block[:at]

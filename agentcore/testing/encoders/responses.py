@@ -6,8 +6,9 @@
 Shapes follow recorded OpenAI traffic. Output items come in the order reasoning, message,
 function calls. A stream sends `response.created` and `response.in_progress`, then for each
 item `response.output_item.added`, its part and delta events and `response.output_item.done`,
-then the terminal `response.completed` (or `response.incomplete` for a `length` finish)
-carrying the whole response object. Every event has `type` and a `sequence_number`.
+then the terminal `response.completed` (`response.incomplete` for a `length` or
+`content_filter` finish) carrying the whole response object; `stream_error` sends an `error`
+event instead. Every event has `type` and a `sequence_number`.
 
 Reasoning items carry a fake `encrypted_content`, `fake_encrypted_content(text)`, so a test
 can check that the client sends it back.
@@ -19,6 +20,7 @@ import base64
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from itertools import count
 from typing import Any
 
 from ...usage import Usage
@@ -44,7 +46,7 @@ def encode_json(reply: Reply, request: Recorded) -> tuple[int, dict[str, str], d
 
 def encode_stream(reply: Reply, request: Recorded) -> Iterator[bytes]:
     ids = _Ids.new()
-    counter = iter(range(1_000_000))
+    counter = count()
 
     def event(kind: str, **fields: Any) -> bytes:
         return sse({"type": kind, **fields, "sequence_number": next(counter)}, event=kind)
