@@ -283,8 +283,7 @@ def _read_json(
     try:
         result: LLMResult = adapter.parse(body, request)
     except AgentError as error:
-        error.message = redact(error.message, secrets)
-        error.args = (error.message,)
+        _redact_error(error, secrets)
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise AgentError(
@@ -314,7 +313,8 @@ def _read_stream(
         raise AgentError("the stream ended before its end marker", kind="network", status=status)
     try:
         result = parser.result()
-    except AgentError:
+    except AgentError as error:
+        _redact_error(error, secrets)
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise AgentError(f"the stream could not be read: {exc}", kind="unknown", status=status, cause=exc) from exc
@@ -326,10 +326,7 @@ def _feed(parser: StreamParser, event: Any, on_event: EventCallback | None, stat
     try:
         events = parser.feed(event)
     except AgentError as error:
-        error.message = redact(error.message, secrets)
-        error.args = (error.message,)
-        if error.body:
-            error.body = redact(error.body, secrets)
+        _redact_error(error, secrets)
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise AgentError(
@@ -354,6 +351,14 @@ def _guarded_chunks(call: Any, response: Any, secrets: list[str]) -> Any:
             kind = "timeout" if _is_timeout(exc) else "network"
             raise _transport_error(call, exc, kind, secrets) from exc
         yield chunk
+
+
+def _redact_error(error: AgentError, secrets: list[str]) -> None:
+    """Mask the keys in an adapter's error: its message and its body may quote the reply."""
+    error.message = redact(error.message, secrets)
+    error.args = (error.message,)
+    if error.body:
+        error.body = redact(error.body, secrets)
 
 
 def _emit(on_event: EventCallback | None, event: dict[str, Any]) -> None:

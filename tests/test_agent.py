@@ -656,3 +656,116 @@ def test_ctrl_c_during_a_model_reply_stops_the_run_at_once(
     assert time.monotonic() - t0 < 2
     assert agent.running is None
     assert [m["role"] for m in agent.history] == ["user"]
+
+
+# ---------------------------------------------------------------- more of stop, resume, compact
+
+
+def test_stop_does_not_wait_for_a_memory_tool_that_ignores_cancel_and_drops_its_late_value(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
+    entered, release = threading.Event(), threading.Event()
+    results: list[dict[str, Any]] = []
+
+    @tool
+    def stubborn() -> str:
+        """Ignore cancellation."""
+        entered.set()
+        release.wait(5)
+        return "late value"
+
+    server.add({"tool_calls": [{"name": "stubborn"}]})
+    agent = make_agent(server, tools=[stubborn], callbacks={"on_tool_result": results.append})
+    first = Background(lambda: agent.send("hi"))
+    assert entered.wait(5)
+    t0 = time.monotonic()
+    assert agent.stop() is True
+    assert time.monotonic() - t0 < 1
+    assert_aborted(first.join().error)
+    snapshot = copy.deepcopy(agent.history)
+    release.set()
+    time.sleep(0.05)
+    assert agent.history == snapshot
+    assert "interrupted" in agent.history[-1]["content"][0]["output"]["value"]
+    assert [r.get("interrupted") for r in results] == [True]
+
+
+def test_close_from_inside_a_callback_only_sets_cancel(server: ModelServer, make_agent: MakeAgent) -> None:
+    agent: Any = None
+    server.add("never written")
+    agent = make_agent(server, callbacks={"on_llm_start": lambda payload: agent.close()})
+    with pytest.raises(AgentError) as caught:
+        agent.send("hi")
+    assert caught.value.kind == "aborted" and agent.running is None
+
+
+def test_stop_interrupts_a_retry_backoff_at_once(server: ModelServer, make_agent: MakeAgent) -> None:
+    retrying = threading.Event()
+    server.add({"status": 500, "error": "busy"})
+    agent = make_agent(
+        server, retry_base_delay=30.0, retry_max_delay=30.0, callbacks={"on_retry": lambda p: retrying.set()}
+    )
+    first = Background(lambda: agent.send("hi"))
+    assert retrying.wait(5)
+    t0 = time.monotonic()
+    assert agent.stop() is True
+    assert time.monotonic() - t0 < 1
+    assert_aborted(first.join().error)
+    assert len(server.requests) == 1
+
+
+def test_tools_get_the_agent_id_in_their_context(server: ModelServer, make_agent: MakeAgent) -> None:
+    @tool
+    def whoami(ctx: ToolContext) -> str:
+        """Say which agent runs this call."""
+        return ctx.agent_id
+
+    server.add({"tool_calls": [{"name": "whoami"}]}, "done")
+    agent = make_agent(server, tools=[whoami], id="agent-7", no_tool_rounds=1)
+    agent.send("hi")
+    assert agent.history[2]["content"][0]["output"] == {"type": "text", "value": "agent-7"}
+
+
+def test_resume_overrides_are_written_back(server: ModelServer, make_agent: MakeAgent) -> None:
+    steps: list[int] = []
+    history: list[dict[str, Any]] = [{"role": "assistant", "content": [{"type": "text", "text": "Hi."}]}]
+    server.add("resumed", "later")
+    agent = make_agent(server, history=history)
+    agent.resume(config={"system": "be brief"}, callbacks={"on_step": lambda p: steps.append(p["step"])})
+    agent.send("again")
+    assert agent.config["system"] == "be brief" and steps == [1, 1]
+    assert server.requests[1]["messages"][0] == {"role": "system", "content": "be brief"}
+
+
+def test_compact_uses_the_on_retry_given_to_the_call(server: ModelServer, make_agent: MakeAgent) -> None:
+    retries: list[dict[str, Any]] = []
+    history: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
+    server.add({"status": 503, "error": "busy"}, "summary")
+    agent = make_agent(server, history=history)
+    assert agent.compact(on_retry=retries.append) == "summary"
+    assert [r["attempt"] for r in retries] == [1]
+
+
+def test_ctrl_c_while_waiting_for_the_previous_run_to_end_leaves_the_agent_usable(
+    server: ModelServer, make_agent: MakeAgent, interrupt_main_after: Callable[[float], Any]
+) -> None:
+    release, in_first = threading.Event(), threading.Event()
+
+    def on_start() -> None:
+        if not in_first.is_set():
+            in_first.set()
+            release.wait(5)
+
+    server.add("third answer")
+    agent = make_agent(server, callbacks={"on_start": on_start})
+    first = Background(lambda: agent.send("first"))
+    assert in_first.wait(5)
+    interrupt_main_after(0.1)
+    with pytest.raises(KeyboardInterrupt):
+        agent.send("second")
+    release.set()
+    assert_aborted(first.join().error)
+    assert agent.running is None
+    third = Background(lambda: agent.send("third")).join()
+    assert third.error is None and third.result.text == "third answer"
+    assert [m["content"] for m in agent.history if m["role"] == "user"] == ["first", "third"]

@@ -38,7 +38,7 @@ from agentcore.testing import ModelServer, Recorded
 
 # ---------------------------------------------------------------- constants
 
-RUNS = 240  # sends driven (each one possibly cancelled)
+RUNS = 300  # sends driven (each one possibly cancelled)
 RUNS_PER_AGENT = 6  # sends on one agent (its history grows) before close() and the thread check
 SEED = 20240611
 TIME_LIMIT_S = 60.0  # the whole test must finish well within this

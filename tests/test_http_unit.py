@@ -321,3 +321,21 @@ def test_parse_retry_after_http_date_in_the_past_is_zero() -> None:
     now = 1_700_000_000.0
     date = email.utils.formatdate(now - 60, usegmt=True)
     assert parse_retry_after({"Retry-After": date}, now=lambda: now) == 0.0
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"error": {"message": f"key {KEY} was revoked", "code": 401}},
+        {"id": "x", "object": "chat.completion", "echo": f"Bearer {KEY}"},
+    ],
+    ids=["error-object-in-200", "no-choices"],
+)
+def test_echoed_key_is_redacted_from_an_unreadable_200_body(mock: responses.RequestsMock, body: Any) -> None:
+    """Regression: a 200 reply the adapter refused kept the echoed key in `error.body`."""
+    mock.add(responses.POST, URL, status=200, json=body)
+    error = failure()
+    assert error.status in (200, 401)
+    assert error.body
+    assert KEY not in error.body
+    assert KEY not in error.message

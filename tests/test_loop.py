@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agentcore import Agent, AgentError, ToolContext, tool
+from agentcore import Agent, AgentError, ToolContext, output, tool
 from agentcore.config import NO_TOOL_PROMPT
 from agentcore.testing import ModelServer, Recorded
 
@@ -472,3 +472,32 @@ def test_every_call_gets_exactly_one_result_when_cancelled_at_random_instants(ma
             checked += 1
     assert checked == runs
     assert all(count > 3 for count in stopped.values()), stopped
+
+
+# ---------------------------------------------------------------- structured output
+
+
+POINT = {
+    "type": "object",
+    "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+    "required": ["x", "y"],
+}
+
+
+def test_reason_is_finished_when_the_structured_output_validates_even_with_tools(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
+    server.add('{"x": 1, "y": 2}')
+    result = make_agent(server, tools=[add], output=output.object(POINT)).send("a point")
+    assert (result.reason, result.output, result.steps) == ("finished", {"x": 1, "y": 2}, 1)
+
+
+def test_an_invalid_structured_reply_is_retried_not_written_and_not_a_step(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
+    server.add('{"x": "one"}', "not json at all", '{"x": 1, "y": 2}')
+    agent = make_agent(server, tools=[add], output=output.object(POINT), no_tool_rounds=1)
+    result = agent.send("a point")
+    assert (result.reason, result.output, result.steps) == ("finished", {"x": 1, "y": 2}, 1)
+    assert [m["role"] for m in agent.history] == ["user", "assistant"]
+    assert len(server.requests) == 3

@@ -563,6 +563,8 @@ def test_api_key_never_leaks_even_when_the_server_echoes_it(
         {"status": 401, "error": echo_body},
         {"status": 500, "error": f"internal: auth header was Bearer {KEY}"},
         {"text": "x" * 50, "stream_error": f"upstream rejected key {KEY}"},
+        {"status": 200, "content_type": "application/json", "body": {"error": {"message": f"bad key {KEY}"}}},
+        {"status": 200, "content_type": "application/json", "body": {"object": "chat.completion", "key": KEY}},
         "ok",
     )
     errors: list[AgentError] = []
@@ -574,7 +576,7 @@ def test_api_key_never_leaks_even_when_the_server_echoes_it(
         with pytest.raises(AgentError) as caught:
             agent.send("again", config={"retry": {"skip_kinds": ["auth"]}})
     assert result.text == "ok"
-    assert len(errors) == 3
+    assert len(errors) == 5
     errors.append(caught.value)
     for error in errors:
         for text in (error.message, str(error), repr(error), error.body or "", str(error.args)):

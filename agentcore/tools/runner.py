@@ -59,6 +59,7 @@ _STDERR_TAIL_BYTES = 4000
 _LIVENESS_POLL_S = 1.0
 # Output a finished call left in its pipes is read up to this much, then the rest waits.
 _DRAIN_LIMIT_BYTES = 4 << 20
+_GROUP_EXIT_WAIT_S = 0.1
 
 
 # ---------------------------------------------------------------- the pool
@@ -644,6 +645,19 @@ class _Process:
             pass
         self._signal_group(signal.SIGKILL)
         self.popen.wait()
+        self._wait_group_gone(time.monotonic() + _GROUP_EXIT_WAIT_S)
+
+    def _wait_group_gone(self, deadline: float) -> None:
+        """Give SIGKILLed members of the group (programs the tool started) a moment to die.
+
+        Zombies still count as members until init reaps them, hence the short bound.
+        """
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(self.pid, 0)
+            except (ProcessLookupError, PermissionError):
+                return
+            time.sleep(0.002)
 
     def stop(self, *, close: bool) -> None:
         """terminate() + reap(); with `close`, also release the pipes (only their owner may)."""

@@ -21,29 +21,23 @@ gone: the whole process group is killed, so no tool outlives the agent.
 
 from __future__ import annotations
 
-import base64
-import dataclasses
-import datetime as dt
 import enum
 import faulthandler
 import importlib.machinery
-import importlib.util
-import inspect
+import itertools
 import json
-import linecache
 import math
 import os
 import queue
 import signal
 import sys
 import threading
-import traceback
 import types
-import uuid
 from collections.abc import Callable, Iterator, Mapping
-from decimal import Decimal
-from pathlib import PurePath
 from typing import Any
+
+# Every tool process pays for what is imported here, so the rest is imported where it is
+# used; a value of a type from a module not yet imported (Decimal, datetime, ...) cannot exist.
 
 SOURCE_ENV = "_AGENTCORE_TOOL_WORKER"
 CONF_ENV = "_AGENTCORE_TOOL_WORKER_CONF"
@@ -55,6 +49,7 @@ _TOOL_KEYS = frozenset(
 )
 _TRACEBACK_FRAMES = 3
 _UNIQUE_PREFIX = "_agentcore_tool_"
+_import_count = itertools.count(1)
 
 
 # ---------------------------------------------------------------- entry
@@ -200,7 +195,7 @@ class Worker:
         tool_input = job.get("input") or {}
         try:
             value = tool.invoke(tool_input, ctx)
-            if inspect.iscoroutine(value):
+            if isinstance(value, types.CoroutineType):
                 import asyncio
 
                 value = asyncio.run(value)
@@ -495,7 +490,8 @@ class Modules:
         self.plain.pop(root, None)
         self.versions.pop(root, None)
         importlib.invalidate_caches()
-        linecache.checkcache()
+        if "linecache" in sys.modules:
+            sys.modules["linecache"].checkcache()
 
     def _import(self, path: str, root: str) -> types.ModuleType:
         module = self.by_path.get(path)
@@ -555,14 +551,16 @@ def _loaded_module(path: str) -> types.ModuleType | None:
 def _import_file(path: str) -> types.ModuleType:
     stem = os.path.splitext(os.path.basename(path))[0]
     # A unique name per file: two folders may both hold a utils.py.
-    name = f"{_UNIQUE_PREFIX}{uuid.uuid5(uuid.NAMESPACE_URL, path).hex[:12]}_{stem}"
-    spec = importlib.util.spec_from_file_location(name, path, loader=_SourceLoader(name, path))
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
+    name = f"{_UNIQUE_PREFIX}{next(_import_count)}_{stem}"
+    loader = _SourceLoader(name, path)
+    module = types.ModuleType(name)
+    module.__file__ = path
+    module.__loader__ = loader
+    module.__spec__ = importlib.machinery.ModuleSpec(name, loader, origin=path)
+    module.__spec__.has_location = True
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        loader.exec_module(module)
     except BaseException:
         sys.modules.pop(name, None)
         raise
@@ -574,6 +572,8 @@ def _import_file(path: str) -> types.ModuleType:
 
 def _takes_context(fn: Callable[..., Any]) -> bool:
     """Whether `fn(input, ctx)` is the call form: two positional parameters (or *args)."""
+    import inspect
+
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
@@ -592,6 +592,8 @@ def describe(exc: BaseException) -> str:
 
 def _exception_text(exc: BaseException) -> str:
     """`Type: message` and the last frames of the tool's own code (the worker's are hidden)."""
+    import traceback
+
     frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if frame.filename != SOURCE_NAME]
     frames = [frame for frame in frames if not frame.filename.startswith("<frozen importlib")]
     text = describe(exc)
@@ -763,16 +765,26 @@ _NOT_SCALAR = object()
 
 
 def _scalar(value: Any) -> Any:
-    if isinstance(value, Decimal):
+    if isinstance(value, bytes | bytearray | memoryview):
+        import base64
+
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if _is_instance(value, "decimal", "Decimal"):
         number = float(value)
         return number if math.isfinite(number) else None
-    if isinstance(value, dt.datetime | dt.date | dt.time):
+    if _is_instance(value, "datetime", "datetime", "date", "time"):
         return value.isoformat()
-    if isinstance(value, bytes | bytearray | memoryview):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, PurePath | uuid.UUID):
+    if _is_instance(value, "pathlib", "PurePath") or _is_instance(value, "uuid", "UUID"):
         return str(value)
     return _NOT_SCALAR
+
+
+def _is_instance(value: Any, module_name: str, *names: str) -> bool:
+    """isinstance against classes of `module_name`, without importing it (see the imports)."""
+    module = sys.modules.get(module_name)
+    if module is None:
+        return False
+    return isinstance(value, tuple(getattr(module, name) for name in names))
 
 
 def _container(value: Any, active: set[int]) -> Any:
@@ -786,7 +798,8 @@ def _container(value: Any, active: set[int]) -> Any:
             return sorted(items)
         except TypeError:
             return items
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    dataclasses = sys.modules.get("dataclasses")
+    if dataclasses is not None and dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {
             field.name: _to_json(getattr(value, field.name), active) for field in dataclasses.fields(value)
         }
