@@ -6,8 +6,10 @@ failing tool, a timed-out tool, unknown tools, unparsable and schema-invalid arg
 stopping tool), mid-stream failures that are retried (drop, truncation, in-stream error,
 stall past `request_timeout`, 429/500), and a permission callback that sometimes waits or
 refuses. Each run is cancelled at a random instant — after a random delay, or on reaching
-streaming, tool execution or a permission wait — by `agent.stop()` from another thread, a
-`cancel=` event, or a new `send`; some runs are not cancelled at all.
+streaming, complete streamed tool calls, tool execution or a permission wait — by
+`agent.stop()` from another thread, a `cancel=` event, or a new `send`; some runs are not
+cancelled at all. The figures printed at the end (runs, histories checked, violations) go in
+the issue note.
 
 After every send the whole history is validated:
 - append-only: every entry seen before is unchanged and in place (also checked mid-run in on_step);
@@ -539,7 +541,9 @@ def drive_run(agent: Agent, harness: Harness, model: Model, number: int) -> tupl
     problems = check_history(agent.history, model.texts, may_cut, len(before))
     violations += [f"run {number} ({mode if acted else 'not cancelled'}): {p}" for p in problems]
     history_text = json.dumps(agent.history)
-    for token in retried_tokens(state.attempts):
+    discarded = retried_tokens(state.attempts)
+    harness.stats["retried-partial-replies"] += len(discarded)
+    for token in discarded:
         if token in history_text:
             violations.append(f"run {number}: text {token} of a retried attempt reached history")
     for message in agent.history[len(before) :]:

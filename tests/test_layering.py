@@ -20,7 +20,7 @@ RANKS = [
     ("errors", "usage", "_utils"),
     ("output", "history", "tools", "protocols.base", "config"),
     ("protocols", "text_tools"),
-    ("llm", "_http", "context"),
+    ("llm", "_http", "context", "tool_mode"),
     ("compact",),
     ("loop",),
     ("agent",),

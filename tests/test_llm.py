@@ -7,10 +7,13 @@ Results (JSON and streamed), stream events, error kinds per status and transport
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -651,3 +654,89 @@ def test_concurrent_calls_only_the_cancelled_one_is_aborted(server: ModelServer)
     assert results.pop(2) == "aborted"
     assert len(results) == 5
     assert all(str(text).startswith("reply ") for text in results.values()), results
+
+
+# ---------------------------------------------------------------- HTTPS
+
+DATA = Path(__file__).parent / "data"
+
+
+class TLSProxy:
+    """A TLS front for a ModelServer (self-signed cert in tests/data), so HTTPS runs for real."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.load_cert_chain(DATA / "localhost-cert.pem", DATA / "localhost-key.pem")
+        self.upstream_port = upstream_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.base_url = f"https://127.0.0.1:{self.listener.getsockname()[1]}/v1"
+        self.sockets: list[socket.socket] = []
+        self.threads = [threading.Thread(target=self._accept, daemon=True)]
+        self.threads[0].start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+                secure = self.context.wrap_socket(client, server_side=True)
+            except OSError:
+                if self.listener.fileno() == -1:
+                    return
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            self.sockets += [secure, upstream]
+            for a, b in ((secure, upstream), (upstream, secure)):
+                thread = threading.Thread(target=self._pipe, args=(a, b), daemon=True)
+                self.threads.append(thread)
+                thread.start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, target: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                target.sendall(data)
+        except (OSError, ValueError):
+            pass
+        for sock in (source, target):
+            with contextlib.suppress(OSError, ValueError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.listener.close()
+        for sock in self.sockets:
+            with contextlib.suppress(OSError, ValueError):
+                sock.shutdown(socket.SHUT_RDWR)
+        for thread in self.threads:
+            thread.join(5)
+
+
+@pytest.fixture
+def https(server: ModelServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(DATA / "localhost-cert.pem"))
+    proxy = TLSProxy(server.port)
+    try:
+        yield proxy.base_url
+    finally:
+        proxy.close()
+
+
+@pytest.mark.parametrize("where", list(SCENARIOS))
+def test_cancel_interrupts_a_blocking_https_request_within_100ms(
+    server: ModelServer, https: str, where: str
+) -> None:
+    """Real endpoints are HTTPS: shutting down the TLS socket must wake the read just as fast."""
+    server.add("warm-up", SCENARIOS[where], "after the cancel")
+    assert chat(server, base_url=https).text == "warm-up"
+    server.requests.clear()
+    cancel = threading.Event()
+    events: list[dict[str, Any]] = []
+    ready = (lambda: len(server.requests) == 1) if where == "before-headers" else (lambda: bool(events))
+    canceller = Canceller(cancel, ready)
+    with pytest.raises(AgentError) as caught:
+        chat(server, base_url=https, cancel=cancel, on_llm_event=events.append)
+    took = time.monotonic() - canceller.set_at
+    canceller.thread.join()
+    print(f"cancel {where} over HTTPS: aborted {took * 1000:.1f} ms after the event was set")
+    assert caught.value.kind == "aborted"
+    assert took < CANCEL_LIMIT_S
+    assert chat(server, base_url=https).text == "after the cancel"

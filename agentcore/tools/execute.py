@@ -84,7 +84,7 @@ def run_call(
     handler = tools.handlers.get(call.name)
     raw = getattr(call, "raw_arguments", None)
     if handler is None:
-        return invalid_call_result(call.name, None, "there is no tool with this name", available=list(tools))
+        return invalid_call_result(call.name, raw, "there is no tool with this name", available=list(tools))
     if raw is not None:
         return invalid_call_result(call.name, raw, "the arguments are not a valid JSON object")
     problem = _check_input(call.name, tools.schema[call.name].get("input_schema"), call.arguments)

@@ -59,7 +59,7 @@ _STDERR_TAIL_BYTES = 4000
 _LIVENESS_POLL_S = 1.0
 # Output a finished call left in its pipes is read up to this much, then the rest waits.
 _DRAIN_LIMIT_BYTES = 4 << 20
-_GROUP_EXIT_WAIT_S = 0.1
+_GROUP_EXIT_WAIT_S = 0.02
 
 
 # ---------------------------------------------------------------- the pool
@@ -459,12 +459,9 @@ class _Process:
     def __init__(self, popen: subprocess.Popen[bytes], fds: dict[str, int]) -> None:
         self.popen = popen
         self.pid = popen.pid
-        self.cmd_w, self.msg_r, self.wake_r, self.wake_w = (
-            fds["cmd"],
-            fds["msg"],
-            fds["wake_r"],
-            fds["wake_w"],
-        )
+        self.cmd_w = fds["cmd"]
+        self.msg_r = fds["msg"]
+        self.wake_r, self.wake_w = fds["wake_r"], fds["wake_w"]
         self.out_fds = {fds["stdout"]: "stdout", fds["stderr"]: "stderr"}
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.msg_r, selectors.EVENT_READ, "msg")
@@ -650,7 +647,8 @@ class _Process:
     def _wait_group_gone(self, deadline: float) -> None:
         """Give SIGKILLed members of the group (programs the tool started) a moment to die.
 
-        Zombies still count as members until init reaps them, hence the short bound.
+        A killed process dies within a millisecond or so, but it stays a member (a zombie)
+        until init reaps it, which may take far longer; hence the short bound.
         """
         while time.monotonic() < deadline:
             try:

@@ -62,6 +62,7 @@ def main() -> None:
     # Programs a tool starts must not hold our pipes: the parent's EOF has to reach us.
     os.set_inheritable(cmd_fd, False)
     os.set_inheritable(msg_fd, False)
+    os.register_at_fork(after_in_child=lambda: _close_quietly(cmd_fd, msg_fd))
     sys.path[:] = [str(entry) for entry in conf["sys_path"]]
     # Edited tool files are re-imported from source; a stale .pyc must never win.
     sys.dont_write_bytecode = True
@@ -102,6 +103,14 @@ def _die_with_parent(parent_pid: int) -> None:
         kill_group()
 
 
+def _close_quietly(*fds: int) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
 def _on_parent_death(signum: int, frame: Any) -> None:
     kill_group()
 
@@ -131,16 +140,20 @@ class Worker:
 
     def read_commands(self, cmd_fd: int) -> None:
         """Read the command pipe until EOF, then kill the process group (the parent is gone)."""
-        pending = b""
+        pending: list[bytes] = []
         try:
             while True:
                 chunk = os.read(cmd_fd, 1 << 16)
                 if not chunk:
                     break
-                pending += chunk
-                while b"\n" in pending:
-                    line, pending = pending.split(b"\n", 1)
-                    self._command(json.loads(line))
+                *lines, rest = chunk.split(b"\n")
+                if lines:
+                    lines[0] = b"".join([*pending, lines[0]])
+                    pending = []
+                    for line in lines:
+                        self._command(json.loads(line))
+                if rest:
+                    pending.append(rest)
         finally:
             kill_group()
 

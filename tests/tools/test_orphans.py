@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from agentcore.tools.handlers import FileTool
 from agentcore.tools.runner import ToolPool
 from agentcore.tools.scan import scan
 from agentcore.tools.toolset import ToolSet
@@ -59,6 +60,12 @@ if {background!r}:
 print(pool.run(*args, tool_call_id="c")["output"]["value"], flush=True)
 sys.stdin.readline()
 """
+
+
+def file_tool(tools: ToolSet, name: str) -> FileTool:
+    handler = tools.handlers[name]
+    assert isinstance(handler, FileTool)
+    return handler
 
 
 @pytest.fixture(scope="module")
@@ -107,9 +114,8 @@ def in_thread(fn: Any) -> tuple[threading.Thread, list[Any]]:
 def test_nothing_survives_a_timeout(tools: ToolSet, tmp_path: Path) -> None:
     pool = ToolPool()
     try:
-        thread, results = in_thread(
-            lambda: pool.run(tools.handlers["hang_timeout"], {"pids": str(tmp_path / "p")}, tool_call_id="c")
-        )
+        handler, pids_file = file_tool(tools, "hang_timeout"), str(tmp_path / "p")
+        thread, results = in_thread(lambda: pool.run(handler, {"pids": pids_file}, tool_call_id="t"))
         pids = read_pids(tmp_path / "p")
         thread.join(5)
         assert results[0]["error"] == "timeout"
@@ -122,7 +128,7 @@ def test_nothing_survives_kill_running(tools: ToolSet, tmp_path: Path) -> None:
     pool = ToolPool()
     try:
         thread, results = in_thread(
-            lambda: pool.run(tools.handlers["hang"], {"pids": str(tmp_path / "p")}, tool_call_id="c")
+            lambda: pool.run(file_tool(tools, "hang"), {"pids": str(tmp_path / "p")}, tool_call_id="c")
         )
         pids = read_pids(tmp_path / "p")
         pool.kill_running()
@@ -135,7 +141,7 @@ def test_nothing_survives_kill_running(tools: ToolSet, tmp_path: Path) -> None:
 
 def test_close_kills_idle_processes_and_what_they_left_running(tools: ToolSet, tmp_path: Path) -> None:
     pool = ToolPool()
-    result = pool.run(tools.handlers["background"], {"pids": str(tmp_path / "p")}, tool_call_id="c")
+    result = pool.run(file_tool(tools, "background"), {"pids": str(tmp_path / "p")}, tool_call_id="c")
     assert result["output"]["value"] == "left a grandchild running"
     pids = read_pids(tmp_path / "p")
     pool.close()
@@ -143,7 +149,7 @@ def test_close_kills_idle_processes_and_what_they_left_running(tools: ToolSet, t
 
 
 def start_parent(tools: ToolSet, tool: str, pids: Path, *, background: bool) -> subprocess.Popen[str]:
-    folder = tools.handlers[tool].folder
+    folder = file_tool(tools, tool).folder
     script = PARENT.format(repo=REPO, folder=folder, tool=tool, pids=str(pids), background=background)
     command = [sys.executable, "-c", textwrap.dedent(script)]
     return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

@@ -19,6 +19,7 @@ import pytest
 from agentcore._utils.cancel import Signal
 from agentcore.tools import shape as shape_py
 from agentcore.tools import worker
+from agentcore.tools.handlers import FileTool
 from agentcore.tools.runner import CONF_ENV, MAX_OUTPUT_BYTES, SOURCE_ENV, SOURCE_NAME, ToolPool
 from agentcore.tools.scan import scan
 from agentcore.tools.toolset import ToolSet
@@ -79,6 +80,13 @@ def _raise(input):
     def deeper():
         raise ValueError("bad value " + str(input.get("x")))
     deeper()
+
+
+def _fork_then_crash(input):
+    if os.fork() == 0:
+        time.sleep(30)
+        os._exit(0)
+    os._exit(3)
 
 
 def _cyclic(input):
@@ -144,6 +152,7 @@ tools = [
     {"name": "sys_exit", "execute": lambda input: sys.exit(3)},
     {"name": "os_exit", "execute": lambda input: os._exit(7)},
     {"name": "segfault", "execute": lambda input: ctypes.string_at(0)},
+    {"name": "fork_then_crash", "execute": _fork_then_crash},
     {"name": "cyclic", "execute": _cyclic},
     {"name": "function", "execute": lambda input: _cyclic},
     {"name": "thing", "execute": lambda input: Thing()},
@@ -158,6 +167,12 @@ tools = [
     {"name": "audio_part", "execute": _audio_part},
 ]
 '''
+
+
+def file_tool(tools: ToolSet, name: str) -> FileTool:
+    handler = tools.handlers[name]
+    assert isinstance(handler, FileTool)
+    return handler
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +193,7 @@ def run(
     pool: ToolPool, tools: ToolSet, name: str, input: dict[str, Any] | None = None, **options: Any
 ) -> Any:
     options.setdefault("tool_call_id", "call_1")
-    return pool.run(tools.handlers[name], input or {}, **options)
+    return pool.run(file_tool(tools, name), input or {}, **options)
 
 
 def alive(pid: int) -> bool:
@@ -330,6 +345,13 @@ def test_every_failure_becomes_a_readable_result_and_the_pool_goes_on(
     assert run(pool, tools, "bump")["output"]["type"] == "json"
 
 
+def test_a_crash_is_seen_at_once_even_when_a_forked_child_lives_on(pool: ToolPool, tools: ToolSet) -> None:
+    run(pool, tools, "bump")  # warm
+    start = time.monotonic()
+    result = run(pool, tools, "fork_then_crash")
+    assert "exited with code 3" in result["error"] and time.monotonic() - start < 0.5
+
+
 # ---------------------------------------------------------------- killing
 
 
@@ -462,7 +484,8 @@ def test_the_worker_shapes_values_exactly_like_shape_py(value: Any) -> None:
 
 
 def test_the_worker_shapes_generators_and_to_model_output_like_shape_py() -> None:
-    for returned, yields in [(None, ["a", "b"]), (None, [1, "a"]), (5, ["x"]), (None, [])]:
+    cases: list[tuple[Any, list[Any]]] = [(None, ["a", "b"]), (None, [1, "a"]), (5, ["x"]), (None, [])]
+    for returned, yields in cases:
         assert worker.generator_value(returned, yields) == shape_py.generator_value(returned, yields)
 
     def block(output: Any, input: Any) -> Any:

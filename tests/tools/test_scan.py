@@ -15,6 +15,13 @@ from agentcore.errors import AgentError
 from agentcore.tools.handlers import FileTool
 from agentcore.tools.runner import ToolPool
 from agentcore.tools.scan import scan
+from agentcore.tools.toolset import ToolSet
+
+
+def file_tool(tools: ToolSet, name: str) -> FileTool:
+    handler = tools.handlers[name]
+    assert isinstance(handler, FileTool)
+    return handler
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +39,7 @@ def write(folder: Path, name: str, source: str) -> Path:
 
 
 def call(pool: ToolPool, tools: Any, name: str, input: dict[str, Any] | None = None) -> Any:
-    result = pool.run(tools.handlers[name], input or {}, tool_call_id="call_1")
+    result = pool.run(file_tool(tools, name), input or {}, tool_call_id="call_1")
     return result["output"]["value"]
 
 
@@ -88,14 +95,14 @@ def test_public_tools_of_every_file_are_registered_by_name(tmp_path: Path, pool:
         "description": "what to say.",
     }
     assert tools.schema["one"]["input_schema"] == {"type": "object", "properties": {}}
-    handler = tools.handlers["add"]
+    handler = file_tool(tools, "add")
     assert isinstance(handler, FileTool)
     assert (handler.path, handler.folder, handler.timeout) == (
         os.path.realpath(tmp_path / "math_tools.py"),
         os.path.realpath(tmp_path),
         5.0,
     )
-    assert tools.handlers["shout"].timeout == 2.0
+    assert file_tool(tools, "shout").timeout == 2.0
     assert call(pool, tools, "add", {"a": 2, "b": 3}) == 5
     assert call(pool, tools, "mul", {"a": 2, "b": 3}) == 6
     assert call(pool, tools, "shout", {"text": "hi"}) == "HI"
@@ -142,8 +149,8 @@ def test_a_tool_imported_from_a_sibling_is_registered_once_from_its_own_file(
     )
     tools = scan(tmp_path, pool=pool)
     assert sorted(tools) == ["decorated", "shared"]
-    assert tools.handlers["shared"].path.endswith("z_defines.py")
-    assert tools.handlers["decorated"].path.endswith("z_defines.py")
+    assert file_tool(tools, "shared").path.endswith("z_defines.py")
+    assert file_tool(tools, "decorated").path.endswith("z_defines.py")
     assert call(pool, tools, "shared") == "from z"
 
 
@@ -254,7 +261,7 @@ def test_scanning_imports_in_a_tool_process_not_here(tmp_path: Path, pool: ToolP
     pids = {int(line) for line in marker.read_text().split()}
     assert os.getpid() not in pids and len(pids) == 1
     assert not any(
-        getattr(m, "__file__", None) == tools.handlers["where"].path for m in list(sys.modules.values())
+        getattr(m, "__file__", None) == file_tool(tools, "where").path for m in list(sys.modules.values())
     )
     assert call(pool, tools, "where") in pids
 
@@ -286,4 +293,4 @@ def test_rescanning_after_an_edit_picks_it_up_in_warm_processes(tmp_path: Path, 
     after = scan(tmp_path, pool=pool)
     assert after.schema["versioned"]["description"] == "two"
     assert call(pool, after, "versioned") == ["v2", pid]
-    assert after.handlers["versioned"].version != before.handlers["versioned"].version
+    assert file_tool(after, "versioned").version != file_tool(before, "versioned").version
