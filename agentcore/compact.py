@@ -16,28 +16,33 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .context import build
-from .errors import AgentError
-from .history import render
-from .protocols.base import DEFAULT_CAPABILITIES, LLMResult, Request
-from .usage import Usage
 from ._utils import tokens as _tokens
 from ._utils.cancel import Signal, child
 from ._utils.notify import notify
 from ._utils.retry import RetryPolicy
 from ._utils.retry import call as with_retries
+from .context import HEAD_SHARE, HEAD_TURNS
+from .errors import AgentError
+from .history import Message, render, turns
+from .protocols.base import DEFAULT_CAPABILITIES, LLMResult, Request
+from .usage import Usage
 
 SUMMARY_SYSTEM = (
     "You write the working memory of an AI agent. The agent will continue the task with only your "
     "summary and the latest messages, so the summary must let it carry on without redoing work."
 )
-SUMMARY_INSTRUCTION = """Summarise the conversation above for the agent itself. Keep, in this order:
-1. The user's original goal and every explicit requirement or constraint, in the user's words where it matters.
-2. Decisions made, and why.
-3. Facts confirmed by tools (file paths, values, results, errors) — exact, not paraphrased.
-4. What has been done so far.
-5. What is still to do, with the next concrete step.
-Write plain text, concise but complete. Do not invent anything. Do not address the user."""
+SUMMARY_INSTRUCTION = "\n".join(
+    [
+        "Summarise the conversation above for the agent itself. Keep, in this order:",
+        "1. The user's original goal and every explicit requirement or constraint, "
+        "in the user's words where it matters.",
+        "2. Decisions made, and why.",
+        "3. Facts confirmed by tools (file paths, values, results, errors) — exact, not paraphrased.",
+        "4. What has been done so far.",
+        "5. What is still to do, with the next concrete step.",
+        "Write plain text, concise but complete. Do not invent anything. Do not address the user.",
+    ]
+)
 PREVIOUS_INTRO = (
     "Background: your previous summary of the earlier part of this conversation. Keep every fact in it "
     "that is still valid, and update what changed:"
@@ -69,7 +74,18 @@ def run(
     """
     signal, unfollow = child(cancel)
     try:
-        return _run(history, system, tools, connection, previous, on_compact, signal, max_context_tokens, retry, on_retry)
+        return _run(
+            history,
+            system,
+            tools,
+            connection,
+            previous,
+            on_compact,
+            signal,
+            max_context_tokens,
+            retry,
+            on_retry,
+        )
     finally:
         unfollow()
 
@@ -92,11 +108,12 @@ def _run(
     model = connection.get("model", "")
     key = (protocol, connection.get("base_url", ""), model if isinstance(model, str) else id(model))
     ratio = _tokens.ratios.get(key)
-    ctx = build(history, system="", tools=tools, max_context_tokens=max_context_tokens, ratio=ratio)
-    previous = previous if previous is not None else ctx.summary
+    budget_chars = _budget_chars(max_context_tokens, ratio, system, previous)
+    transcript, latest = select_transcript(history, budget_chars)
+    previous = previous if previous is not None else latest
     request = Request(
         model=model if isinstance(model, str) else "",
-        messages=[{"role": "user", "content": summary_prompt(ctx.messages, system, previous)}],
+        messages=[{"role": "user", "content": summary_prompt(transcript, system, previous)}],
         system=SUMMARY_SYSTEM,
         base_url=str(connection.get("base_url", "")),
         api_key=str(connection.get("api_key", "")),
@@ -136,16 +153,88 @@ def _run(
     return {"content": content, "usage": usage}
 
 
-def summary_prompt(messages: Sequence[Mapping[str, Any]], system: str, previous: str | None) -> str:
+def summary_prompt(transcript: str, system: str, previous: str | None) -> str:
     parts = []
     if system:
         parts.append(f"The agent's instructions (system prompt):\n{system}")
     if previous:
         parts.append(f"{PREVIOUS_INTRO}\n{previous}")
-    transcript = render(messages) or "(no messages)"
-    parts.append(f"The conversation:\n{transcript}")
+    parts.append(f"The conversation:\n{transcript or '(no messages)'}")
     parts.append(SUMMARY_INSTRUCTION)
     return "\n\n".join(parts)
+
+
+def select_transcript(history: Sequence[Mapping[str, Any]], budget_chars: int) -> tuple[str, str | None]:
+    """The conversation the summary must cover, rendered, within `budget_chars`.
+
+    The same turn selection as a request: the first ≤3 user turns (≤20 %), then the turns since
+    the latest summary, newest first, until the budget is used; older ones are left to the
+    previous summary. A single turn larger than its share is shown as head and tail (an excerpt
+    for the summariser only — history is untouched). Returns (transcript, latest summary or None).
+    """
+    folded = turns([m if isinstance(m, dict) else dict(m) for m in history])
+    summary_at = max((i for i, t in enumerate(folded) if t[0].get("role") == "compact"), default=-1)
+    latest = str(folded[summary_at][0].get("content") or "") if summary_at >= 0 else None
+    head_cap = int(budget_chars * HEAD_SHARE)
+    head_ids = [i for i, t in enumerate(folded) if t[0].get("role") == "user"][:HEAD_TURNS]
+    head: dict[int, str] = {}
+    used = 0
+    for i in head_ids:
+        text = _excerpt(_render_turn(folded[i]), max(head_cap - used, 0))
+        if text:
+            head[i] = text
+            used += len(text)
+    recent: dict[int, str] = {}
+    remaining = budget_chars - used
+    candidates = [
+        i for i in range(len(folded) - 1, summary_at, -1) if i not in head and not _is_compact(folded[i])
+    ]
+    for i in candidates:
+        text = _render_turn(folded[i])
+        if len(text) > remaining:
+            if recent:
+                break
+            text = _excerpt(text, remaining)
+        if text:
+            recent[i] = text
+            remaining -= len(text)
+    chosen = sorted({**head, **recent}.items())
+    lines, previous_index = [], -1
+    for index, text in chosen:
+        skipped = sum(1 for j in range(previous_index + 1, index) if not _is_compact(folded[j]))
+        if skipped:
+            lines.append(f"[{skipped} earlier turns omitted: covered by the previous summary]")
+        lines.append(text)
+        previous_index = index
+    return "\n".join(lines), latest
+
+
+def _render_turn(turn: list[Message]) -> str:
+    return render(turn)
+
+
+def _is_compact(turn: list[Message]) -> bool:
+    return bool(turn) and turn[0].get("role") == "compact"
+
+
+def _excerpt(text: str, limit: int) -> str:
+    """Head and tail of a text longer than `limit` characters, with the cut marked."""
+    if len(text) <= limit:
+        return text
+    if limit < 200:
+        return ""
+    marker = f"\n[... {len(text) - limit} characters omitted ...]\n"
+    keep = max(limit - len(marker), 0)
+    return text[: keep * 2 // 3] + marker + text[len(text) - keep // 3 :]
+
+
+def _budget_chars(max_context_tokens: float, ratio: float, system: str, previous: str | None) -> int:
+    """Characters the transcript may take: the main model's budget less what else the request holds."""
+    if max_context_tokens == float("inf"):
+        max_context_tokens = 128000
+    total = int(max_context_tokens * 0.8 / max(ratio, 0.1))
+    fixed = len(SUMMARY_SYSTEM) + len(SUMMARY_INSTRUCTION) + len(system) + len(previous or "") + 400
+    return max(total - fixed, 2000)
 
 
 def _without_tool_choice(provider: Mapping[str, Any]) -> dict[str, Any]:
