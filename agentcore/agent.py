@@ -21,21 +21,30 @@ from typing import Any
 
 from . import config as _config
 from . import loop as _loop
+from ._utils.cancel import Signal, follow
+from ._utils.threads import owned_by, owner, spawn
 from .errors import AgentError
 from .history import Message
 from .loop import SendResult
 from .protocols.base import media_kind
 from .tools.handlers import FileTool
 from .tools.toolset import ToolSet, load
-from ._utils.cancel import Signal, follow
-from ._utils.threads import owned_by, owner, spawn
 
 __all__ = ["Agent", "SendResult"]
 
 CALLBACKS = frozenset(
     {
-        "on_start", "on_llm_start", "on_llm_finish", "on_llm_event", "on_permission", "on_tool_call",
-        "on_tool_output", "on_tool_result", "on_step", "on_retry", "on_compact",
+        "on_start",
+        "on_llm_start",
+        "on_llm_finish",
+        "on_llm_event",
+        "on_permission",
+        "on_tool_call",
+        "on_tool_output",
+        "on_tool_result",
+        "on_step",
+        "on_retry",
+        "on_compact",
     }
 )
 _PART_TYPES = ("text", "image", "file")
@@ -104,7 +113,9 @@ class Agent:
 
     def __repr__(self) -> str:
         state = "running" if self.running is not None else "idle"
-        return f"Agent(id={self.id!r}, model={self._config['model']!r}, {state}, {len(self.history)} messages)"
+        return (
+            f"Agent(id={self.id!r}, model={self._config['model']!r}, {state}, {len(self.history)} messages)"
+        )
 
     # ------------------------------------------------------------ running
 
@@ -127,7 +138,9 @@ class Agent:
         self._refuse_inside_run("send")
         merged = _config.merge(self._config, config)
         message = _user_message(input, merged)
-        overrides = _Overrides(merged, _check_history(history), _send_tools(tools), _check_callbacks(callbacks, config=True))
+        overrides = _Overrides(
+            merged, _check_history(history), _send_tools(tools), _check_callbacks(callbacks, config=True)
+        )
         return self._run(overrides, message, cancel)
 
     def resume(
@@ -148,7 +161,8 @@ class Agent:
         last = self.history[-1].get("role") if self.history else None
         if last not in ("assistant", "tool"):
             raise AgentError(
-                "resume() needs a history that ends with an assistant or tool message; use send() for new input",
+                "resume() needs a history that ends with an assistant or tool message; "
+                "use send() for new input",
                 kind="request",
             )
         return self._run(overrides, None, cancel)
@@ -170,7 +184,9 @@ class Agent:
         state.callbacks = callbacks
 
         def body() -> Any:
-            return _loop.compact_now(state, on_compact=callbacks.get("on_compact"), on_retry=callbacks.get("on_retry"))
+            return _loop.compact_now(
+                state, on_compact=callbacks.get("on_compact"), on_retry=callbacks.get("on_retry")
+            )
 
         return str(self._drive(running, body))
 
@@ -209,7 +225,9 @@ class Agent:
 
     # ------------------------------------------------------------ internals
 
-    def _run(self, overrides: _Overrides, message: Message | None, cancel: threading.Event | None) -> SendResult:
+    def _run(
+        self, overrides: _Overrides, message: Message | None, cancel: threading.Event | None
+    ) -> SendResult:
         if cancel is not None and cancel.is_set():
             raise AgentError("the send was cancelled before it started", kind="aborted")
         running, state = self._start(overrides, message, cancel)
@@ -225,31 +243,35 @@ class Agent:
             self._generation += 1
             generation = self._generation
             previous, self.running = self.running, running
-        if previous is not None:
-            previous.cancel.set()
-            previous.done.wait()
-        with self._lock:
-            superseded = self._generation != generation or running.cancel.is_set()
-            superseded = superseded or (cancel is not None and cancel.is_set())
-            if superseded:
-                if self.running is running:
-                    self.running = None
-                running.done.set()
-                raise AgentError("the send was superseded or stopped before it started", kind="aborted")
-            overrides.apply(self)
-            if message is not None:
-                _loop._append_to(self.history, message)
-        appended = [message] if message is not None else []
-        state = _loop.Run(
-            agent_id=self.id,
-            history=self.history,
-            config=self._config,
-            tools=self._effective_tools(),
-            callbacks=dict(self._callbacks),
-            cancel=running.cancel,
-            pool=self._pool(),
-            appended=appended,
-        )
+        try:
+            if previous is not None:
+                previous.cancel.set()
+                previous.done.wait()
+            with self._lock:
+                superseded = self._generation != generation or running.cancel.is_set()
+                superseded = superseded or (cancel is not None and cancel.is_set())
+                if superseded:
+                    raise AgentError("the send was superseded or stopped before it started", kind="aborted")
+                overrides.apply(self)
+                if message is not None:
+                    _loop._append_to(self.history, message)
+            appended = [message] if message is not None else []
+            state = _loop.Run(
+                agent_id=self.id,
+                history=self.history,
+                config=self._config,
+                tools=self._effective_tools(),
+                callbacks=dict(self._callbacks),
+                cancel=running.cancel,
+                pool=self._pool(),
+                appended=appended,
+            )
+        except BaseException:
+            # Superseded, Ctrl-C while the previous run was ending, or a failure before the worker
+            # exists: this task never runs, so it must not stay in `agent.running` (a later
+            # send or stop() would wait for it forever).
+            self._release(running)
+            raise
         return running, state
 
     def _drive(self, running: Running, body: Callable[[], Any], cancel: threading.Event | None = None) -> Any:
@@ -264,10 +286,7 @@ class Agent:
                 except BaseException as exc:
                     box["error"] = exc
                 finally:
-                    with self._lock:
-                        if self.running is running:
-                            self.running = None
-                    running.done.set()
+                    self._release(running)
 
         # Set before the thread starts: its own callbacks may read `agent.running.thread`.
         running.thread = spawn(work, name=f"agentcore-run-{self.id[:8]}", start=False)
@@ -285,8 +304,17 @@ class Agent:
             error = box["error"]
             if isinstance(error, AgentError):
                 raise error
-            raise AgentError(f"the run failed: {type(error).__name__}: {error}", kind="unknown", cause=error) from error
+            raise AgentError(
+                f"the run failed: {type(error).__name__}: {error}", kind="unknown", cause=error
+            ) from error
         return box["result"]
+
+    def _release(self, running: Running) -> None:
+        """End `running`: clear `agent.running` if it is still this one, and wake its waiters."""
+        with self._lock:
+            if self.running is running:
+                self.running = None
+        running.done.set()
 
     def _effective_tools(self) -> ToolSet:
         if not self._config["capabilities"].get("tools", True):
@@ -352,7 +380,8 @@ def _initial_tools(tools: Any) -> ToolSet:
         return tools
     if _has_folder(tools):
         raise AgentError(
-            "Agent(tools=) does no I/O: scan folders with agentcore.tools.load(folder) or pass them to send(tools=)",
+            "Agent(tools=) does no I/O: scan folders with agentcore.tools.load(folder) "
+            "or pass them to send(tools=)",
             kind="config",
         )
     return load(tools)
@@ -388,9 +417,13 @@ def _check_callbacks(callbacks: Any, *, config: bool = False) -> dict[str, Calla
     checked = {}
     for name, callback in callbacks.items():
         if name not in CALLBACKS:
-            raise AgentError(f"unknown callback {name!r}; known: {', '.join(sorted(CALLBACKS))}", kind="config")
+            raise AgentError(
+                f"unknown callback {name!r}; known: {', '.join(sorted(CALLBACKS))}", kind="config"
+            )
         if callback is not None and not callable(callback):
-            raise AgentError(f"callback {name} must be callable, got {type(callback).__name__}", kind="config")
+            raise AgentError(
+                f"callback {name} must be callable, got {type(callback).__name__}", kind="config"
+            )
         checked[name] = callback
     return checked
 
@@ -402,7 +435,9 @@ def _user_message(input: Any, config: Mapping[str, Any]) -> Message:
             raise AgentError("the input is empty", kind="request")
         return {"role": "user", "content": input}
     if not isinstance(input, list):
-        raise AgentError(f"input must be a str or a list of content parts, got {type(input).__name__}", kind="request")
+        raise AgentError(
+            f"input must be a str or a list of content parts, got {type(input).__name__}", kind="request"
+        )
     if not input:
         raise AgentError("the input is empty (no content parts)", kind="request")
     for index, part in enumerate(input):
@@ -429,7 +464,11 @@ def _check_part(index: int, part: Any, config: Mapping[str, Any]) -> None:
         if not isinstance(part.get("data"), str) or not part["data"]:
             raise AgentError(f"{where} (file) needs 'data': base64 text or a URL", kind="request")
     media = media_kind(part)
-    if media is not None and not config["capabilities"].get(media, True) and config["media_fallback"] == "error":
+    if (
+        media is not None
+        and not config["capabilities"].get(media, True)
+        and config["media_fallback"] == "error"
+    ):
         raise AgentError(
             f"{where} is {media} content, which capabilities.{media}=False forbids "
             '(set media_fallback="strip" to drop it instead)',

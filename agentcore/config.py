@@ -14,18 +14,28 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ._utils.secrets import mask
 from .errors import KINDS, AgentError
 from .protocols.base import DEFAULT_CAPABILITIES
-from ._utils.secrets import mask
 
 PROTOCOLS = ("chat", "responses", "anthropic", "gemini")
 TOOL_MODES = ("native", "text", "auto")
 MEDIA_FALLBACKS = ("error", "strip")
 PROVIDER_KEYS = frozenset(
     {
-        "temperature", "top_p", "top_k", "max_output_tokens", "stop", "presence_penalty",
-        "frequency_penalty", "seed", "tool_choice", "parallel_tool_calls", "reasoning_effort",
-        "headers", "body",
+        "temperature",
+        "top_p",
+        "top_k",
+        "max_output_tokens",
+        "stop",
+        "presence_penalty",
+        "frequency_penalty",
+        "seed",
+        "tool_choice",
+        "parallel_tool_calls",
+        "reasoning_effort",
+        "headers",
+        "body",
     }
 )
 COMPACT_KEYS = frozenset({"model", "base_url", "api_key", "protocol", "provider"})
@@ -68,7 +78,14 @@ DEFAULTS: dict[str, Any] = {
 
 # Keys whose value is replaced whole by a send override; capabilities and compact merge by key.
 _MERGED_BY_KEY = ("capabilities", "compact")
-_COUNTS = ("max_steps", "max_tool_output", "max_tool_concurrency", "no_tool_rounds", "max_context_tokens", "max_tokens")
+_COUNTS = (
+    "max_steps",
+    "max_tool_output",
+    "max_tool_concurrency",
+    "no_tool_rounds",
+    "max_context_tokens",
+    "max_tokens",
+)
 _INFINITE_ALLOWED = ("no_tool_rounds", "max_context_tokens")
 _SECONDS = ("retry_base_delay", "retry_max_delay", "retry_max_elapsed", "request_timeout")
 _STRINGS = ("base_url", "api_key", "system", "no_tool_prompt")
@@ -135,7 +152,12 @@ def _check(key: str, value: Any) -> None:
     if key in _COUNTS:
         _check_count(key, value)
     elif key in _SECONDS:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or math.isnan(value):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not value >= 0
+            or math.isnan(value)
+        ):
             _fail(key, value, "must be a number of seconds ≥ 0")
     elif key in _STRINGS:
         if not isinstance(value, str):
@@ -195,12 +217,14 @@ def _check_provider(key: str, value: Any) -> None:
     unknown = sorted(set(value) - PROVIDER_KEYS)
     if unknown:
         raise AgentError(
-            f"unknown {key} key(s) {', '.join(map(repr, unknown))}; vendor-specific fields go in {key}['body']",
+            f"unknown {key} key(s) {', '.join(map(repr, unknown))}; "
+            f"vendor-specific fields go in {key}['body']",
             kind="config",
         )
     headers = value.get("headers")
     if headers is not None and (
-        not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
+        not isinstance(headers, dict)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
     ):
         _fail(f"{key}.headers", headers, "must be a dict of strings")
     if value.get("body") is not None and not isinstance(value["body"], dict):
@@ -238,7 +262,11 @@ def _check_retry(key: str, value: Any) -> None:
     if callable(value):
         return
     if not isinstance(value, dict):
-        _fail(key, value, "must be a function(error) -> bool or a dict {skip_codes, skip_kinds, skip_text, should_retry}")
+        _fail(
+            key,
+            value,
+            "must be a function(error) -> bool or a dict {skip_codes, skip_kinds, skip_text, should_retry}",
+        )
     _check_keys(key, value, RETRY_KEYS)
     codes = value.get("skip_codes")
     if codes is not None and (
@@ -247,7 +275,9 @@ def _check_retry(key: str, value: Any) -> None:
     ):
         _fail("retry.skip_codes", codes, "must be a list of HTTP status codes")
     kinds = value.get("skip_kinds")
-    if kinds is not None and (not isinstance(kinds, (list, tuple, set, frozenset)) or not set(kinds) <= set(KINDS)):
+    if kinds is not None and (
+        not isinstance(kinds, (list, tuple, set, frozenset)) or not set(kinds) <= set(KINDS)
+    ):
         _fail("retry.skip_kinds", kinds, f"must be a list of kinds ({', '.join(KINDS)})")
     text = value.get("skip_text")
     if text is not None and not isinstance(text, (str, re.Pattern, list, tuple)):
@@ -268,12 +298,18 @@ def _check_keys(key: str, value: Mapping[str, Any], allowed: frozenset[str]) -> 
 
 def _check_adapter_config(config: Mapping[str, Any]) -> None:
     if (config.get("provider") or {}).get("body") is not None:
-        raise AgentError("provider['body'] needs a built-in protocol; it cannot be used with an adapter object", kind="config")
+        raise AgentError(
+            "provider['body'] needs a built-in protocol; it cannot be used with an adapter object",
+            kind="config",
+        )
     if isinstance(config.get("cache"), dict):
-        raise AgentError("a cache dict needs a built-in protocol; it cannot be used with an adapter object", kind="config")
+        raise AgentError(
+            "a cache dict needs a built-in protocol; it cannot be used with an adapter object", kind="config"
+        )
     if (config.get("capabilities") or {}).get("tool_choice") is False:
         raise AgentError(
-            "capabilities.tool_choice=False needs a built-in protocol; it cannot be used with an adapter object",
+            "capabilities.tool_choice=False needs a built-in protocol; "
+            "it cannot be used with an adapter object",
             kind="config",
         )
 

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .history import Message, turns
 from ._utils import tokens as _tokens
+from .history import Message, turns
 
 HEAD_TURNS, HEAD_SHARE = 3, 0.2
 TAIL_TURNS, TAIL_SHARE = 3, 0.3
@@ -68,7 +68,9 @@ def build(
     else:
         summary = str(folded[summary_index][0].get("content") or "")
         chosen = _select(folded, summary_index, max_context_tokens, ratio)
-    messages = [m for turn in chosen for m in (_reduce(msg, protocol, reasoning) for msg in turn) if m is not None]
+    messages = [
+        m for turn in chosen for m in (_reduce(msg, protocol, reasoning) for msg in turn) if m is not None
+    ]
     full_system = fold_summary(system, summary)
     chars = len(full_system) + _tokens.messages_chars(messages) + _tokens.tools_chars(tool_list)
     return Context(messages, full_system, _tokens.estimate(chars, ratio), chars, summary, tool_list)
@@ -81,7 +83,9 @@ def fold_summary(system: str, summary: str | None) -> str:
     return f"{system}\n\n{block}" if system else block
 
 
-def _select(folded: list[list[Message]], summary_index: int, budget: float, ratio: float) -> list[list[Message]]:
+def _select(
+    folded: list[list[Message]], summary_index: int, budget: float, ratio: float
+) -> list[list[Message]]:
     before = folded[:summary_index]
     after = [t for t in folded[summary_index + 1 :] if not _is_compact(t)]
     head = _head(before, budget * HEAD_SHARE, ratio)
@@ -119,9 +123,13 @@ def _tail(before: list[list[Message]], budget: float, ratio: float, exclude: set
     # The user's latest instruction before the summary stays, even past the 3-turn count —
     # but never past the budget: a 200k-character paste must not pin every later request.
     latest_user = next((i for i in candidates if before[i][0].get("role") == "user"), None)
-    if latest_user is not None and latest_user not in exclude and latest_user not in chosen:
-        if used + _turn_tokens(before[latest_user], ratio) <= budget:
-            chosen.add(latest_user)
+    if (
+        latest_user is not None
+        and latest_user not in exclude
+        and latest_user not in chosen
+        and used + _turn_tokens(before[latest_user], ratio) <= budget
+    ):
+        chosen.add(latest_user)
     return chosen
 
 

@@ -54,7 +54,12 @@ def compact(content: str) -> Message:
 
 
 def tool_result_part(tool_call_id: str, tool_name: str, output: Mapping[str, Any]) -> dict[str, Any]:
-    return {"type": "tool-result", "tool_call_id": tool_call_id, "tool_name": tool_name, "output": dict(output)}
+    return {
+        "type": "tool-result",
+        "tool_call_id": tool_call_id,
+        "tool_name": tool_name,
+        "output": dict(output),
+    }
 
 
 def _tool_call_part(call: Any) -> dict[str, Any]:
@@ -63,7 +68,9 @@ def _tool_call_part(call: Any) -> dict[str, Any]:
     try:
         call_id, name, arguments = call["id"], call["name"], call.get("arguments", {})
     except (KeyError, TypeError, AttributeError):
-        raise AgentError(f"a tool call needs 'id', 'name' and 'arguments': {call!r}", kind="request") from None
+        raise AgentError(
+            f"a tool call needs 'id', 'name' and 'arguments': {call!r}", kind="request"
+        ) from None
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
@@ -143,7 +150,9 @@ def _attach_results(message: Message, call_turn: Mapping[str, int], folded: list
 
 def render(history: Sequence[Mapping[str, Any]]) -> str:
     """Readable text, one line per message: `user: …`, `assistant: [reasoning] … [call …]`, `tool: […]`."""
-    return "\n".join(f"{message.get('role')}: {_render_content(message.get('content'))}" for message in history)
+    return "\n".join(
+        f"{message.get('role')}: {_render_content(message.get('content'))}" for message in history
+    )
 
 
 def _render_content(content: Any) -> str:
@@ -177,7 +186,9 @@ def _render_result(part: Mapping[str, Any]) -> str:
     output = part.get("output") or {}
     kind = output.get("type")
     value = output.get("value")
-    verb = {"error-text": "failed", "error-json": "failed", "execution-denied": "denied"}.get(str(kind), "returned")
+    verb = {"error-text": "failed", "error-json": "failed", "execution-denied": "denied"}.get(
+        str(kind), "returned"
+    )
     if kind == "content" and isinstance(value, list):
         body = _render_content(value)
     elif isinstance(value, str):

@@ -18,22 +18,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import compact as _compact
-from .config import Config
-from .context import Context, build, over_threshold
-from .errors import AgentError
-from .history import Message, compact as compact_message, tool_result_part
-from .llm import complete, tool_schemas
-from .protocols.base import LLMResult, Request, ToolCall
-from .tools.execute import run_call
-from .tools.shape import error_result, interrupted_result
-from .tools.toolset import ToolSet
-from .usage import Usage
 from ._utils import tokens as _tokens
 from ._utils.cancel import Signal, child
 from ._utils.notify import notify
 from ._utils.retry import RetryPolicy
 from ._utils.retry import call as with_retries
 from ._utils.threads import spawn
+from .config import Config
+from .context import Context, build, over_threshold
+from .errors import AgentError
+from .history import Message, tool_result_part
+from .history import compact as compact_message
+from .llm import complete, tool_schemas
+from .protocols.base import LLMResult, Request, ToolCall
+from .tools.execute import run_call
+from .tools.shape import error_result, interrupted_result
+from .tools.toolset import ToolSet
+from .usage import Usage
 
 MAX_OVERFLOW_COMPACTIONS = 3
 
@@ -187,14 +188,21 @@ def _attempt(state: Run, reminder: bool) -> tuple[LLMResult, Any]:
     if reminder:
         messages.append({"role": "user", "content": config["no_tool_prompt"]})
     request = _request(state, ctx, messages)
-    notify(state.callbacks.get("on_llm_start"), {"messages": messages, "tools": request.tools, "system": request.system})
+    notify(
+        state.callbacks.get("on_llm_start"),
+        {"messages": messages, "tools": request.tools, "system": request.system},
+    )
     partial = _Partial()
     state.partial = partial
     on_event = _event_sink(state, partial)
     try:
         result = complete(
-            request, config["protocol"], cancel=state.cancel, on_event=on_event,
-            timeout=config["request_timeout"], adapter=config["model"],
+            request,
+            config["protocol"],
+            cancel=state.cancel,
+            on_event=on_event,
+            timeout=config["request_timeout"],
+            adapter=config["model"],
         )
     except AgentError as error:
         if error.kind != "aborted":
@@ -203,8 +211,11 @@ def _attempt(state: Run, reminder: bool) -> tuple[LLMResult, Any]:
     state.partial = None
     if result.usage_reported:
         state.usage.add(result.usage)
-        _tokens.ratios.learn(_ratio_key(config), ctx.chars + _tokens.messages_chars(messages[len(ctx.messages):]),
-                             result.usage.input_tokens)
+        _tokens.ratios.learn(
+            _ratio_key(config),
+            ctx.chars + _tokens.messages_chars(messages[len(ctx.messages) :]),
+            result.usage.input_tokens,
+        )
     notify(state.callbacks.get("on_llm_finish"), result)
     output = _NO_OUTPUT
     spec = config["output"]
@@ -274,7 +285,8 @@ def _close_partial_reply(state: Run) -> None:
     if partial is None or not "".join(partial.text):
         return
     content: list[dict[str, Any]] = [{"type": "text", "text": "".join(partial.text)}, *partial.calls]
-    _append(state, {"role": "assistant", "content": content})
+    # A cut stream reports no usage; the entry still carries the key every assistant entry has.
+    _append(state, {"role": "assistant", "content": content, "usage": Usage().to_dict()})
     if partial.calls:
         results = [interrupted_result() for _ in partial.calls]
         _append(state, _tool_message(partial.calls, results))
@@ -283,8 +295,9 @@ def _close_partial_reply(state: Run) -> None:
 # ---------------------------------------------------------------- compaction
 
 
-def compact_now(state: Run, *, on_compact: Callable[..., Any] | None = None,
-                on_retry: Callable[..., Any] | None = None) -> str:
+def compact_now(
+    state: Run, *, on_compact: Callable[..., Any] | None = None, on_retry: Callable[..., Any] | None = None
+) -> str:
     """Write a summary, append it as a compact message and return its text."""
     config = state.config
     result = _compact.run(
@@ -420,7 +433,10 @@ class _Batch:
     def _execute(self, call: ToolCall) -> dict[str, Any]:
         state = self.state
         callbacks = state.callbacks
-        notify(callbacks.get("on_tool_call"), {"tool_call_id": call.id, "tool_name": call.name, "input": call.arguments})
+        notify(
+            callbacks.get("on_tool_call"),
+            {"tool_call_id": call.id, "tool_name": call.name, "input": call.arguments},
+        )
         runnable = call.name in state.tools and call.raw_arguments is None
         on_permission = callbacks.get("on_permission")
         if runnable and on_permission is not None:
@@ -441,7 +457,12 @@ class _Batch:
         """None when allowed; else the result to give (denied, interrupted, or an error)."""
         from .tools.shape import denied_result
 
-        payload = {"tool_name": call.name, "input": call.arguments, "tool_call_id": call.id, "cancel": self.cancel}
+        payload = {
+            "tool_name": call.name,
+            "input": call.arguments,
+            "tool_call_id": call.id,
+            "cancel": self.cancel,
+        }
         try:
             allowed = on_permission(payload)
         except BaseException as exc:
@@ -466,16 +487,23 @@ def _tool_message(calls: list[dict[str, Any]], results: list[dict[str, Any]]) ->
     return {
         "role": "tool",
         "content": [
-            tool_result_part(str(c["tool_call_id"]), str(c["tool_name"]), r["output"]) for c, r in zip(calls, results)
+            tool_result_part(str(c["tool_call_id"]), str(c["tool_name"]), r["output"])
+            for c, r in zip(calls, results, strict=True)
         ],
     }
 
 
 def _step_payload(state: Run, result: LLMResult, results: list[dict[str, Any]]) -> dict[str, Any]:
     payloads = [
-        {**r, "tool_call_id": c.id, "tool_name": c.name, "input": c.arguments} for c, r in zip(result.tool_calls, results)
+        {**r, "tool_call_id": c.id, "tool_name": c.name, "input": c.arguments}
+        for c, r in zip(result.tool_calls, results, strict=True)
     ]
-    return {"step": state.steps, "result": result, "tool_calls": list(result.tool_calls), "tool_results": payloads}
+    return {
+        "step": state.steps,
+        "result": result,
+        "tool_calls": list(result.tool_calls),
+        "tool_results": payloads,
+    }
 
 
 # ---------------------------------------------------------------- history

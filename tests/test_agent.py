@@ -8,7 +8,7 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -612,17 +612,21 @@ def test_agent_is_a_context_manager_that_closes(server: ModelServer) -> None:
 
 
 @pytest.fixture
-def interrupt_main_after() -> Any:
-    """`interrupt_main_after(seconds)`: raise KeyboardInterrupt in the main thread, like Ctrl-C."""
-    previous = signal.getsignal(signal.SIGALRM)
+def interrupt_main_after() -> Iterator[Callable[[float], Any]]:
+    """`interrupt_main_after(seconds)`: deliver SIGINT to the main thread, like Ctrl-C."""
+    timers: list[threading.Timer] = []
+    main = threading.main_thread().ident
+    assert main is not None and threading.current_thread() is threading.main_thread()
 
-    def raise_interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
+    def arm(seconds: float) -> None:
+        timer = threading.Timer(seconds, signal.pthread_kill, (main, signal.SIGINT))
+        timers.append(timer)
+        timer.start()
 
-    signal.signal(signal.SIGALRM, raise_interrupt)
-    yield lambda seconds: signal.setitimer(signal.ITIMER_REAL, seconds)
-    signal.setitimer(signal.ITIMER_REAL, 0)
-    signal.signal(signal.SIGALRM, previous)
+    yield arm
+    for timer in timers:
+        timer.cancel()
+        timer.join()
 
 
 def test_keyboard_interrupt_stops_the_worker_closes_history_and_re_raises(

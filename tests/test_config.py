@@ -61,6 +61,13 @@ INVALID = [
     ("output not a spec", {"output": {"type": "object"}}),
     ("model not a name or adapter", {"model": 42}),
     ("system not a string", {"system": 3}),
+    ("bool threshold", {"compact_threshold": True}),
+    ("cache not bool or dict", {"cache": "yes"}),
+    ("unknown cache key", {"cache": {"ttl": 5}}),
+    ("capabilities not a dict", {"capabilities": ["image"]}),
+    ("provider not a dict", {"provider": "fast"}),
+    ("should_retry not callable", {"retry": {"should_retry": True}}),
+    ("unknown retry kind", {"retry": {"skip_kinds": ["weather"]}}),
 ]
 
 VALID = [
@@ -334,3 +341,17 @@ def test_config_given_to_agent_is_not_kept_by_reference() -> None:
     agent = Agent(config=given)
     given["provider"]["temperature"] = 1.0
     assert agent.config["provider"] == snapshot["provider"]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"config": ["system"]}, {"history": ({"role": "user", "content": "x"},)}, {"callbacks": [print]}],
+    ids=["config", "history", "callbacks"],
+)
+def test_wrong_types_given_to_send_are_config_errors(
+    server: ModelServer, make_agent: MakeAgent, kwargs: dict[str, Any]
+) -> None:
+    agent = make_agent(server)
+    with pytest.raises(AgentError) as caught:
+        agent.send("hi", **kwargs)
+    assert caught.value.kind == "config" and agent.history == []

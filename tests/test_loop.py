@@ -54,6 +54,8 @@ def check_history(history: list[dict[str, Any]]) -> list[str]:
             problems.append(f"{index}: unknown role {role!r}")
         if not isinstance(message.get("id"), str) or not isinstance(message.get("created_at"), float):
             problems.append(f"{index}: missing id / created_at")
+        if role == "assistant" and not isinstance(message.get("usage"), dict):
+            problems.append(f"{index}: assistant entry without usage")
         content = message.get("content")
         parts = content if isinstance(content, list) else []
         for part in parts:
@@ -501,3 +503,37 @@ def test_an_invalid_structured_reply_is_retried_not_written_and_not_a_step(
     assert (result.reason, result.output, result.steps) == ("finished", {"x": 1, "y": 2}, 1)
     assert [m["role"] for m in agent.history] == ["user", "assistant"]
     assert len(server.requests) == 3
+
+
+# ---------------------------------------------------------------- compaction inside the loop
+
+
+def test_compaction_happens_at_most_once_per_round(server: ModelServer, make_agent: MakeAgent) -> None:
+    """A system prompt alone over the threshold: each round compacts once, then sends anyway."""
+    server.add("summary one", {"tool_calls": [call("add", {"a": 1, "b": 2})]}, "summary two", "done")
+    agent = make_agent(server, tools=[add], max_context_tokens=200, no_tool_rounds=1, system="rule " * 200)
+    result = agent.send("hi")
+    roles = ["user", "compact", "assistant", "tool", "compact", "assistant"]
+    assert [m["role"] for m in result.messages] == roles
+    assert (result.steps, result.text, len(server.requests)) == (2, "done", 4)
+
+
+def test_a_context_overflow_compacts_and_resends(server: ModelServer, make_agent: MakeAgent) -> None:
+    server.add({"overflow": True}, "the summary", "answer")
+    result = make_agent(server).send("hi")
+    assert [m["role"] for m in result.messages] == ["user", "compact", "assistant"]
+    assert (result.steps, result.text) == (1, "answer")
+
+
+def test_overflow_gives_up_after_three_compactions_with_the_original_error(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
+    for n in range(3):
+        server.add({"overflow": True}, f"summary {n}")
+    server.add({"overflow": True}, "never asked")
+    agent = make_agent(server)
+    with pytest.raises(AgentError) as caught:
+        agent.send("hi")
+    assert (caught.value.kind, caught.value.status) == ("request", 400)
+    assert [m["role"] for m in agent.history] == ["user", "compact", "compact", "compact"]
+    assert len(server.requests) == 7
