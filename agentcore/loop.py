@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import compact as _compact
+from . import tool_mode
 from ._utils import tokens as _tokens
 from ._utils.cancel import Signal, child
 from ._utils.notify import notify
@@ -31,6 +32,7 @@ from .history import Message, tool_result_part
 from .history import compact as compact_message
 from .llm import complete, tool_schemas
 from .protocols.base import LLMResult, Request, ToolCall
+from .tool_mode import as_text, effective_mode, from_text, is_refusal
 from .tools.execute import run_call
 from .tools.shape import error_result, interrupted_result
 from .tools.toolset import ToolSet
@@ -83,6 +85,7 @@ class _Partial:
 
     text: list[str] = field(default_factory=list)
     calls: list[dict[str, Any]] = field(default_factory=list)
+    spec: Any = None
 
     def on_event(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
@@ -181,26 +184,42 @@ def _model_round(state: Run, *, reminder: bool) -> tuple[LLMResult, Any]:
 
 
 def _attempt(state: Run, reminder: bool) -> tuple[LLMResult, Any]:
-    """One HTTP attempt; a structured-output reply that does not validate fails it (and is retried)."""
+    """One HTTP attempt; a structured-output reply that does not validate fails it (and is retried).
+
+    In tool_mode "auto", a server that refuses the tools field is answered at once by the same
+    attempt in the text protocol (remembered for this base_url + model), not by a backoff.
+    """
+    mode = effective_mode(state.config) if state.tools else "native"
+    try:
+        return _attempt_in(state, reminder, mode)
+    except AgentError as error:
+        if mode == "native" and state.tools and is_refusal(error, state.config):
+            return _attempt_in(state, reminder, "text")
+        raise
+
+
+def _attempt_in(state: Run, reminder: bool, mode: str) -> tuple[LLMResult, Any]:
     config = state.config
     ctx = _context(state)
     messages = list(ctx.messages)
     if reminder:
         messages.append({"role": "user", "content": config["no_tool_prompt"]})
-    request = _request(state, ctx, messages)
-    notify(
-        state.callbacks.get("on_llm_start"),
-        {"messages": messages, "tools": request.tools, "system": request.system},
-    )
-    partial = _Partial()
+    system, tools, spec = ctx.system, tool_schemas(state.tools), None
+    chars = ctx.chars + _tokens.messages_chars(messages[len(ctx.messages) :])
+    if mode == "text":
+        system, messages, spec = as_text(system, messages, state.tools.schema)
+        tools = []
+        chars = len(system) + _tokens.messages_chars(messages)
+    request = _request(state, system, messages, tools)
+    notify(state.callbacks.get("on_llm_start"), {"messages": messages, "tools": tools, "system": system})
+    partial = _Partial(spec=spec)
     state.partial = partial
-    on_event = _event_sink(state, partial)
     try:
         result = complete(
             request,
             config["protocol"],
             cancel=state.cancel,
-            on_event=on_event,
+            on_event=_event_sink(state, partial),
             timeout=config["request_timeout"],
             adapter=config["model"],
         )
@@ -211,16 +230,16 @@ def _attempt(state: Run, reminder: bool) -> tuple[LLMResult, Any]:
     state.partial = None
     if result.usage_reported:
         state.usage.add(result.usage)
-        _tokens.ratios.learn(
-            _ratio_key(config),
-            ctx.chars + _tokens.messages_chars(messages[len(ctx.messages) :]),
-            result.usage.input_tokens,
-        )
+        _tokens.ratios.learn(_ratio_key(config), chars, result.usage.input_tokens)
+    if spec is None and config["tool_mode"] == "auto" and state.tools and not result.tool_calls:
+        # The model may write a call as text even though native tools were offered: run it too.
+        spec = tool_mode.prepare(state.tools.schema)
+    if spec is not None:
+        result = from_text(result, spec, salt=str(len(state.history)))
     notify(state.callbacks.get("on_llm_finish"), result)
     output = _NO_OUTPUT
-    spec = config["output"]
-    if spec is not None and not result.tool_calls:
-        output = spec.parse(result.text)
+    if config["output"] is not None and not result.tool_calls:
+        output = config["output"].parse(result.text)
     return result, output
 
 
@@ -247,14 +266,14 @@ def _context(state: Run) -> Context:
     )
 
 
-def _request(state: Run, ctx: Context, messages: list[Message]) -> Request:
+def _request(state: Run, system: str, messages: list[Message], tools: list[dict[str, Any]]) -> Request:
     config = state.config
     model = config["model"]
     return Request(
         model=model if isinstance(model, str) else "",
         messages=messages,
-        system=ctx.system,
-        tools=tool_schemas(state.tools),
+        system=system,
+        tools=tools,
         base_url=config["base_url"],
         api_key=config["api_key"],
         provider=config["provider"],
@@ -284,7 +303,13 @@ def _close_partial_reply(state: Run) -> None:
     partial, state.partial = state.partial, None
     if partial is None or not "".join(partial.text):
         return
-    content: list[dict[str, Any]] = [{"type": "text", "text": "".join(partial.text)}, *partial.calls]
+    text = "".join(partial.text)
+    if partial.spec is not None:
+        # Text-protocol markup never reaches history; a half-written call is dropped with it.
+        text = tool_mode.strip(text, partial.spec)
+        if not text:
+            return
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}, *partial.calls]
     # A cut stream reports no usage; the entry still carries the key every assistant entry has.
     _append(state, {"role": "assistant", "content": content, "usage": Usage().to_dict()})
     if partial.calls:
