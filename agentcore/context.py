@@ -19,6 +19,7 @@ from typing import Any
 from ._utils import tokens as _tokens
 from .history import Message, turns
 
+CONTINUE_PROMPT = "Continue the task from where the summary in the system prompt leaves off."
 HEAD_TURNS, HEAD_SHARE = 3, 0.2
 TAIL_TURNS, TAIL_SHARE = 3, 0.3
 SUMMARY_INTRO = (
@@ -71,6 +72,10 @@ def build(
     messages = [
         m for turn in chosen for m in (_reduce(msg, protocol, reasoning) for msg in turn) if m is not None
     ]
+    if summary is not None and (not messages or messages[0]["role"] != "user"):
+        # Anthropic and Gemini need the conversation to open with the user: when the selection
+        # starts mid-task, a short request-only user line (never in history) opens it.
+        messages.insert(0, {"role": "user", "content": CONTINUE_PROMPT})
     full_system = fold_summary(system, summary)
     chars = len(full_system) + _tokens.messages_chars(messages) + _tokens.tools_chars(tool_list)
     return Context(messages, full_system, _tokens.estimate(chars, ratio), chars, summary, tool_list)

@@ -134,3 +134,13 @@ def test_learned_ratio_rules() -> None:
     assert ratios.get(key) == before
     ratios.learn(("chat", "u", "other"), 1000, 50_000)  # clamped to 2
     assert ratios.get(("chat", "u", "other")) == tokens.MAX_RATIO
+
+
+def test_a_selection_that_starts_mid_task_opens_with_a_request_only_user_line() -> None:
+    """Anthropic and Gemini reject a conversation that opens with the assistant."""
+    h: list[dict[str, object]] = [history.user("U" * 50_000)]
+    h += call_turn("c1")
+    h.append(history.compact("summary"))
+    ctx = context.build(h, max_context_tokens=10000)
+    assert ctx.messages[0] == {"role": "user", "content": context.CONTINUE_PROMPT}
+    assert all(m.get("content") != context.CONTINUE_PROMPT for m in h)
