@@ -378,9 +378,10 @@ def test_a_reply_cut_by_cancellation_answers_its_complete_calls_as_interrupted(
     history = _cut_reply(server, make_agent, "tool-call")
     assert [m["role"] for m in history] == ["user", "assistant", "tool"]
     assert history[1]["content"][0] == {"type": "text", "text": "Let me add."}
-    assert [p["tool_call_id"] for p in history[1]["content"][1:]] == ["c1", "c2"]
+    # Stopped at the first complete call: c1 is kept (complete), c2 had only begun.
+    assert [p["tool_call_id"] for p in history[1]["content"][1:]] == ["c1"]
     results = results_of(history[2])
-    assert [r["tool_call_id"] for r in results] == ["c1", "c2"]
+    assert [r["tool_call_id"] for r in results] == ["c1"]
     assert all("interrupted" in r["output"]["value"] for r in results)
 
 
@@ -537,3 +538,4 @@ def test_overflow_gives_up_after_three_compactions_with_the_original_error(
     assert (caught.value.kind, caught.value.status) == ("request", 400)
     assert [m["role"] for m in agent.history] == ["user", "compact", "compact", "compact"]
     assert len(server.requests) == 7
+

@@ -432,7 +432,7 @@ class ChatStream:
         self._slots: dict[int, _CallDraft] = {}
         self._usage: dict[str, Any] | None = None
         self._finish: str | None = None
-        self._calls_announced = False
+        self._announced = 0
 
     def feed(self, event: SSEEvent) -> list[dict[str, Any]]:
         """Take one SSE event; return the neutral events it produced.
@@ -480,7 +480,13 @@ class ChatStream:
             self._text.append(text)
             events.append({"type": "text-delta", "text": text})
         for position, call in enumerate(_function_calls(delta)):
-            events.append(self._merge_call(call, position, chunk))
+            started = len(self._calls)
+            delta_event = self._merge_call(call, position, chunk)
+            if len(self._calls) > started:
+                # Calls stream one after another: a new one starting means the earlier ones are
+                # complete, so a cancel from here on keeps them (API.md: "calls that were complete").
+                events += self._announce(len(self._calls) - 1)
+            events.append(delta_event)
         return events
 
     def _merge_call(self, call: dict[str, Any], position: int, chunk: dict[str, Any]) -> dict[str, Any]:
@@ -502,11 +508,12 @@ class ChatStream:
         return {"type": "tool-call-delta", "tool_call_id": draft.id, "tool_name": draft.name, "delta": piece}
 
     def _announce_calls(self) -> list[dict[str, Any]]:
-        if self._calls_announced:
-            return []
-        self._calls_announced = True
+        return self._announce(len(self._calls))
+
+    def _announce(self, upto: int) -> list[dict[str, Any]]:
+        """`tool-call` events for the calls before `upto` not announced yet."""
         events = []
-        for draft in self._calls:
+        for draft in self._calls[self._announced : upto]:
             part, _ = draft.finished()
             events.append(
                 {
@@ -516,6 +523,7 @@ class ChatStream:
                     "input": part["input"],
                 }
             )
+        self._announced = max(self._announced, upto)
         return events
 
 
