@@ -14,7 +14,16 @@ Kind = Literal[
     "aborted", "auth", "limit", "timeout", "server", "network", "request", "unknown", "config", "tool"
 ]
 KINDS: tuple[str, ...] = (
-    "aborted", "auth", "limit", "timeout", "server", "network", "request", "unknown", "config", "tool"
+    "aborted",
+    "auth",
+    "limit",
+    "timeout",
+    "server",
+    "network",
+    "request",
+    "unknown",
+    "config",
+    "tool",
 )
 
 # Never retried whatever the filter says (API.md §Retries): a retry cannot fix them.

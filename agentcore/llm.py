@@ -16,12 +16,12 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .errors import AgentError
-from .protocols import get as get_adapter
-from .protocols.base import DEFAULT_CAPABILITIES, LLMResult, Request, StreamParser, ToolCall
 from ._utils.cancel import Signal, child
 from ._utils.secrets import redact
 from ._utils.sse import SSEParser
+from .errors import AgentError
+from .protocols import get as get_adapter
+from .protocols.base import DEFAULT_CAPABILITIES, LLMResult, Request, StreamParser, ToolCall
 
 log = logging.getLogger("agentcore")
 
@@ -96,7 +96,9 @@ def chat(
     )
     signal, unfollow = child(cancel)
     try:
-        return complete(request, protocol, cancel=signal, on_event=on_llm_event, timeout=request_timeout, adapter=model)
+        return complete(
+            request, protocol, cancel=signal, on_event=on_llm_event, timeout=request_timeout, adapter=model
+        )
     finally:
         unfollow()
 
@@ -141,7 +143,11 @@ def complete(
 
 
 def _custom(
-    adapter: Any, request: Request, cancel: Signal | None, on_event: EventCallback | None, timeout: float | None
+    adapter: Any,
+    request: Request,
+    cancel: Signal | None,
+    on_event: EventCallback | None,
+    timeout: float | None,
 ) -> LLMResult:
     payload = {
         "system": request.system,
@@ -156,7 +162,9 @@ def _custom(
     except AgentError:
         raise
     except Exception as exc:
-        raise AgentError(f"the model adapter failed: {type(exc).__name__}: {exc}", kind="unknown", cause=exc) from exc
+        raise AgentError(
+            f"the model adapter failed: {type(exc).__name__}: {exc}", kind="unknown", cause=exc
+        ) from exc
     if not isinstance(result, LLMResult):
         raise AgentError(
             f"a model adapter's chat() must return an LLMResult, got {type(result).__name__}", kind="unknown"
@@ -190,7 +198,9 @@ def _http_request(
         return _read_json(call, response, adapter, request, on_event, secrets)
 
 
-def _post(call: Any, url: str, body: bytes, headers: dict[str, str], timeout: float | None, secrets: list[str]) -> Any:
+def _post(
+    call: Any, url: str, body: bytes, headers: dict[str, str], timeout: float | None, secrets: list[str]
+) -> Any:
     import requests
 
     try:
@@ -207,7 +217,9 @@ def _transport_error(call: Any, exc: BaseException, kind: str, secrets: list[str
     if kind == "network" and _is_timeout(exc):
         kind = "timeout"
     what = "timed out" if kind == "timeout" else "failed"
-    return AgentError(redact(f"the request {what}: {type(exc).__name__}: {exc}", secrets), kind=kind, cause=exc)
+    return AgentError(
+        redact(f"the request {what}: {type(exc).__name__}: {exc}", secrets), kind=kind, cause=exc
+    )
 
 
 def _is_timeout(exc: BaseException) -> bool:
@@ -265,7 +277,12 @@ def _read_limited(response: Any) -> str:
 
 
 def _read_json(
-    call: Any, response: Any, adapter: Any, request: Request, on_event: EventCallback | None, secrets: list[str]
+    call: Any,
+    response: Any,
+    adapter: Any,
+    request: Request,
+    on_event: EventCallback | None,
+    secrets: list[str],
 ) -> LLMResult:
     data = b"".join(_guarded_chunks(call, response, secrets))
     status = int(response.status_code)
@@ -287,7 +304,8 @@ def _read_json(
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise AgentError(
-            f"the server answered {status} with a body this protocol cannot read: {type(exc).__name__}: {exc}",
+            f"the server answered {status} with a body this protocol cannot read: "
+            f"{type(exc).__name__}: {exc}",
             kind="unknown",
             status=status,
             body=redact(data.decode("utf-8", errors="replace"), secrets),
@@ -317,12 +335,16 @@ def _read_stream(
         _redact_error(error, secrets)
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        raise AgentError(f"the stream could not be read: {exc}", kind="unknown", status=status, cause=exc) from exc
+        raise AgentError(
+            f"the stream could not be read: {exc}", kind="unknown", status=status, cause=exc
+        ) from exc
     _emit(on_event, {"type": "finish", "finish_reason": result.finish_reason, "usage": result.usage})
     return result
 
 
-def _feed(parser: StreamParser, event: Any, on_event: EventCallback | None, status: int, secrets: list[str]) -> None:
+def _feed(
+    parser: StreamParser, event: Any, on_event: EventCallback | None, status: int, secrets: list[str]
+) -> None:
     try:
         events = parser.feed(event)
     except AgentError as error:

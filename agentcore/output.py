@@ -72,7 +72,7 @@ class OutputSpec:
         return data
 
 
-def object(schema: Any, *, name: str = "output") -> OutputSpec:  # noqa: A001 - API name
+def object(schema: Any, *, name: str = "output") -> OutputSpec:
     """The final reply is one object matching `schema` (a JSON Schema dict or a model class)."""
     json_schema, cls = _schema_of(schema)
     return OutputSpec("object", json_schema, cls, name)
@@ -87,7 +87,6 @@ def array(item_schema: Any, *, name: str = "output") -> OutputSpec:
 def json(*, name: str = "output") -> OutputSpec:
     """The final reply is any JSON value."""
     return OutputSpec("json", None, None, name)
-
 
 
 def _schema_of(schema: Any) -> tuple[dict[str, Any], Any]:
@@ -119,6 +118,8 @@ def _validate(data: Any, schema: dict[str, Any]) -> None:
         jsonschema.validate(data, schema)
     except jsonschema.ValidationError as exc:
         path = "/".join(str(p) for p in exc.absolute_path) or "(root)"
-        raise AgentError(f"structured output failed validation at {path}: {exc.message}", kind="unknown") from exc
+        raise AgentError(
+            f"structured output failed validation at {path}: {exc.message}", kind="unknown"
+        ) from exc
     except jsonschema.SchemaError as exc:
         raise AgentError(f"the output schema is invalid: {exc.message}", kind="config") from exc

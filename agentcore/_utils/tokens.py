@@ -93,7 +93,9 @@ def _part_chars(part: Mapping[str, Any]) -> int:
     if kind in ("image", "file"):
         return MEDIA_CHARS
     if kind == "tool-call":
-        return len(str(part.get("tool_name", ""))) + len(json.dumps(part.get("input", {}), ensure_ascii=False))
+        return len(str(part.get("tool_name", ""))) + len(
+            json.dumps(part.get("input", {}), ensure_ascii=False)
+        )
     if kind == "tool-result":
         output = part.get("output") or {}
         value = output.get("value")

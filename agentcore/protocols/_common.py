@@ -136,7 +136,7 @@ def merge_body(
 
 
 def _deep_merge(ours: Any, theirs: Any) -> Any:
-    """Dicts merge key by key (so `{"generationConfig": {"x": 1}}` keeps our temperature); else theirs wins."""
+    """Dicts merge key by key (`{"generationConfig": {"x": 1}}` keeps our temperature); else theirs wins."""
     if isinstance(ours, dict) and isinstance(theirs, Mapping):
         merged = dict(ours)
         for key, value in theirs.items():

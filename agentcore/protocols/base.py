@@ -18,9 +18,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .._utils.sse import SSEEvent
 from ..errors import AgentError
 from ..usage import Usage
-from .._utils.sse import SSEEvent
 
 DEFAULT_CAPABILITIES: dict[str, bool] = {
     "image": True,
@@ -169,7 +169,9 @@ def make_result(
     reasoning = "".join(p.get("text", "") for p in reasoning_parts) if reasoning_parts else None
     if tool_calls is None:
         tool_calls = [
-            ToolCall(p["tool_call_id"], p["tool_name"], p["input"]) for p in parts if p.get("type") == "tool-call"
+            ToolCall(p["tool_call_id"], p["tool_name"], p["input"])
+            for p in parts
+            if p.get("type") == "tool-call"
         ]
     if finish_reason in ("stop", "tool_calls"):
         finish_reason = "tool_calls" if tool_calls else "stop"
@@ -206,7 +208,12 @@ def parse_arguments(text: str | None) -> tuple[dict[str, Any], str | None]:
 
 
 def tool_call_part(call_id: str, name: str, arguments: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    part: dict[str, Any] = {"type": "tool-call", "tool_call_id": call_id, "tool_name": name, "input": arguments}
+    part: dict[str, Any] = {
+        "type": "tool-call",
+        "tool_call_id": call_id,
+        "tool_name": name,
+        "input": arguments,
+    }
     part.update(extra)
     return part
 

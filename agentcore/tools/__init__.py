@@ -22,11 +22,6 @@ from .toolset import ToolSet, adopt, load, merge, omit, pick
 
 # `scan` is imported eagerly on purpose: importing the submodule `tools.scan` later would
 # rebind the package attribute `scan` to the module, hiding the function of the same name.
-try:
-    from .scan import scan  # type: ignore[import-not-found,unused-ignore]
-except ModuleNotFoundError as exc:  # the file-tools module is not in this tree yet
-    if exc.name != f"{__name__}.scan":
-        raise
-    from .toolset import scan_folders as scan
+from .scan import scan
 
 __all__ = ["ToolContext", "ToolSet", "adopt", "execute", "load", "merge", "omit", "pick", "scan", "tool"]
