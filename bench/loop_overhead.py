@@ -76,7 +76,9 @@ class ServerClock:
 
 
 def script(steps: int) -> list[Any]:
-    calls: list[Any] = [{"tool_calls": [{"name": "step", "arguments": {"n": i + 1}}], "chunk_size": 16} for i in range(steps)]
+    calls: list[Any] = [
+        {"tool_calls": [{"name": "step", "arguments": {"n": i + 1}}], "chunk_size": 16} for i in range(steps)
+    ]
     return [*calls, {"text": "All steps are recorded.", "chunk_size": 16}]
 
 
@@ -85,8 +87,13 @@ def script(steps: int) -> list[Any]:
 
 def run_agentcore(base_url: str, steps: int) -> int:
     agent = Agent(
-        config={"base_url": base_url, "model": "bench", "system": SYSTEM, "no_tool_rounds": 1,
-                "max_context_tokens": float("inf")},
+        config={
+            "base_url": base_url,
+            "model": "bench",
+            "system": SYSTEM,
+            "no_tool_rounds": 1,
+            "max_context_tokens": float("inf"),
+        },
         tools=[step],
     )
     result = agent.send("Record the steps of the job, one tool call per step.")
@@ -96,24 +103,48 @@ def run_agentcore(base_url: str, steps: int) -> int:
 
 def run_bare(base_url: str, steps: int) -> int:
     session = requests.Session()
-    tools = [{"type": "function", "function": {"name": "step", "description": "Record one step of the job.",
-                                               "parameters": TOOL_SCHEMA}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "step",
+                "description": "Record one step of the job.",
+                "parameters": TOOL_SCHEMA,
+            },
+        }
+    ]
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM},
         {"role": "user", "content": "Record the steps of the job, one tool call per step."},
     ]
     requests_made = 0
     while True:
-        body = {"model": "bench", "messages": messages, "tools": tools, "stream": True,
-                "stream_options": {"include_usage": True}}
+        body = {
+            "model": "bench",
+            "messages": messages,
+            "tools": tools,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         response = session.post(f"{base_url}/chat/completions", json=body, stream=True)
         requests_made += 1
         text, calls = _read_sse(response)
         if not calls:
             break
-        messages.append({"role": "assistant", "content": text or None, "tool_calls": [
-            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-            for c in calls]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": text or None,
+                "tool_calls": [
+                    {
+                        "id": c["id"],
+                        "type": "function",
+                        "function": {"name": c["name"], "arguments": c["arguments"]},
+                    }
+                    for c in calls
+                ],
+            }
+        )
         for c in calls:
             output = step(**json.loads(c["arguments"]))
             messages.append({"role": "tool", "tool_call_id": c["id"], "content": output})
@@ -159,7 +190,9 @@ def overhead_ms_per_step(clock: ServerClock, client: Any, steps: int, repeats: i
 
 # ---------------------------------------------------------------- fresh processes
 
-IMPORT_SNIPPET = "import time; t = time.perf_counter(); import agentcore; print((time.perf_counter() - t) * 1000)"
+IMPORT_SNIPPET = (
+    "import time; t = time.perf_counter(); import agentcore; print((time.perf_counter() - t) * 1000)"
+)
 
 AGENT_SCRIPT = textwrap.dedent("""
     import sys
@@ -184,7 +217,11 @@ BARE_SCRIPT = textwrap.dedent("""
 
 def import_ms(runs: int) -> float:
     return statistics.median(
-        float(subprocess.run([sys.executable, "-c", IMPORT_SNIPPET], capture_output=True, text=True, check=True).stdout)
+        float(
+            subprocess.run(
+                [sys.executable, "-c", IMPORT_SNIPPET], capture_output=True, text=True, check=True
+            ).stdout
+        )
         for _ in range(runs)
     )
 
@@ -195,7 +232,9 @@ def fresh_process_ratio(runs: int) -> tuple[float, float]:
         for _ in range(runs):
             for code, times in ((AGENT_SCRIPT, agent_times), (BARE_SCRIPT, bare_times)):
                 started = time.perf_counter()
-                out = subprocess.run([sys.executable, "-c", code, server.base_url], capture_output=True, text=True)
+                out = subprocess.run(
+                    [sys.executable, "-c", code, server.base_url], capture_output=True, text=True
+                )
                 times.append(time.perf_counter() - started)
                 assert "hello there" in out.stdout, out.stderr
     return statistics.median(agent_times) * 1000, statistics.median(bare_times) * 1000
@@ -213,14 +252,19 @@ def main() -> None:
         ours = overhead_ms_per_step(clock, run_agentcore, steps, repeats)
         bare = overhead_ms_per_step(clock, run_bare, steps, repeats)
         verdict = "ok" if ours / bare <= target else "OVER TARGET"
-        print(f"  {steps:>3}-step chain: agentcore {ours:6.3f} ms/step, bare requests {bare:6.3f} ms/step, "
-              f"ratio {ours / bare:4.2f}x (target <= {target:.0f}x) {verdict}")
+        print(
+            f"  {steps:>3}-step chain: agentcore {ours:6.3f} ms/step, bare requests {bare:6.3f} ms/step, "
+            f"ratio {ours / bare:4.2f}x (target <= {target:.0f}x) {verdict}"
+        )
     runs = 5 if quick else 15
     imported = import_ms(runs)
     print(f"  import agentcore (fresh process, in-process time): {imported:5.1f} ms (target < 45 ms)")
     agent_ms, bare_ms = fresh_process_ratio(runs)
-    print(f"  fresh process, import + agent + one reply: agentcore {agent_ms:5.1f} ms, bare requests {bare_ms:5.1f} ms, "
-          f"ratio {agent_ms / bare_ms:4.2f}x (target <= 1.3x)")
+    print(
+        f"  fresh process, import + agent + one reply: agentcore {agent_ms:5.1f} ms, "
+        f"bare requests {bare_ms:5.1f} ms, "
+        f"ratio {agent_ms / bare_ms:4.2f}x (target <= 1.3x)"
+    )
 
 
 if __name__ == "__main__":

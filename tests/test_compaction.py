@@ -68,10 +68,15 @@ def test_120_rounds_with_a_200k_first_message_stay_within_budget(make_agent: Mak
     assert sum(1 for m in agent.history if m["role"] == "compact") == script.summaries
 
 
-def test_second_compaction_gets_the_previous_summary_as_background(server: ModelServer, make_agent: MakeAgent) -> None:
+def test_second_compaction_gets_the_previous_summary_as_background(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     server.add("first summary: facts A and B", "second summary")
     agent = make_agent(server)
-    agent.history += [{"role": "user", "content": "goal"}, {"role": "assistant", "content": [{"type": "text", "text": "ok"}]}]
+    agent.history += [
+        {"role": "user", "content": "goal"},
+        {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
+    ]
     assert agent.compact() == "first summary: facts A and B"
     agent.history.append({"role": "user", "content": "more"})
     agent.compact()
@@ -95,7 +100,9 @@ def test_compaction_events_usage_and_appended_entry(server: ModelServer, make_ag
     assert entry["role"] == "compact" and entry["content"] == "the summary" and "id" in entry
 
 
-def test_automatic_compaction_counts_in_send_usage_and_folds_into_system(server: ModelServer, make_agent: MakeAgent) -> None:
+def test_automatic_compaction_counts_in_send_usage_and_folds_into_system(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     server.add(
         {"text": "SUMMARY: earlier work", "usage": {"input_tokens": 1000, "output_tokens": 10}},
         {"text": "done", "usage": {"input_tokens": 50, "output_tokens": 5}},
@@ -117,9 +124,16 @@ def test_empty_summary_raises_and_appends_nothing(server: ModelServer, make_agen
     assert info.value.kind == "unknown" and len(agent.history) == 1
 
 
-def test_overflow_compacts_and_resends_at_most_three_times(server: ModelServer, make_agent: MakeAgent) -> None:
+def test_overflow_compacts_and_resends_at_most_three_times(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
     server.add(
-        {"overflow": True}, "summary 1", {"overflow": True}, "summary 2", {"overflow": True}, "summary 3",
+        {"overflow": True},
+        "summary 1",
+        {"overflow": True},
+        "summary 2",
+        {"overflow": True},
+        "summary 3",
         {"overflow": True},
     )
     agent = make_agent(server)

@@ -10,8 +10,17 @@ from agentcore.context import SUMMARY_INTRO
 def call_turn(call_id: str, size: int = 10) -> list[dict[str, object]]:
     return [
         history.assistant(tool_calls=[{"id": call_id, "name": "read", "arguments": {}}]),
-        {"role": "tool", "content": [{"type": "tool-result", "tool_call_id": call_id, "tool_name": "read",
-                                      "output": {"type": "text", "value": "x" * size}}]},
+        {
+            "role": "tool",
+            "content": [
+                {
+                    "type": "tool-result",
+                    "tool_call_id": call_id,
+                    "tool_name": "read",
+                    "output": {"type": "text", "value": "x" * size},
+                }
+            ],
+        },
     ]
 
 
@@ -30,7 +39,10 @@ def ids(ctx: context.Context) -> list[str]:
 def test_without_summary_everything_is_sent_reduced_to_role_and_content() -> None:
     h = [history.user("hi"), {**history.assistant("hello"), "id": "x", "usage": {}}]
     ctx = context.build(h, system="sys")
-    assert ctx.messages == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": [{"type": "text", "text": "hello"}]}]
+    assert ctx.messages == [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [{"type": "text", "text": "hello"}]},
+    ]
     assert ctx.system == "sys" and isinstance(ctx.tokens, int) and ctx.tokens > 0
 
 
@@ -42,7 +54,12 @@ def test_system_is_never_in_messages_and_summary_is_folded_into_it() -> None:
 
 
 def test_only_the_latest_summary_is_folded() -> None:
-    h = [history.user("goal"), history.compact("old summary"), history.user("b"), history.compact("new summary")]
+    h = [
+        history.user("goal"),
+        history.compact("old summary"),
+        history.user("b"),
+        history.compact("new summary"),
+    ]
     ctx = context.build(h)
     assert "new summary" in ctx.system and "old summary" not in ctx.system
 
@@ -64,8 +81,13 @@ def test_call_and_result_are_never_split() -> None:
         h += call_turn(f"c{i}", size=2000)
     h.append(history.compact("summary"))
     ctx = context.build(h, max_context_tokens=5000)
-    calls = {p["tool_call_id"] for m in ctx.messages if isinstance(m["content"], list)
-             for p in m["content"] if p.get("type") == "tool-call"}
+    calls = {
+        p["tool_call_id"]
+        for m in ctx.messages
+        if isinstance(m["content"], list)
+        for p in m["content"]
+        if p.get("type") == "tool-call"
+    }
     results = {p["tool_call_id"] for m in ctx.messages if m["role"] == "tool" for p in m["content"]}
     assert calls == results
 
@@ -100,7 +122,11 @@ def test_latest_user_turn_is_dropped_when_it_alone_exceeds_the_budget() -> None:
 
 
 def test_reasoning_is_stripped_unless_the_protocol_owns_it_or_reasoning_is_on() -> None:
-    signed = {"type": "reasoning", "text": "t", "provider_metadata": {"protocol": "anthropic", "signature": "s"}}
+    signed = {
+        "type": "reasoning",
+        "text": "t",
+        "provider_metadata": {"protocol": "anthropic", "signature": "s"},
+    }
     plain = {"type": "reasoning", "text": "plain"}
     h = [history.user("q"), {"role": "assistant", "content": [signed, plain, {"type": "text", "text": "a"}]}]
     assert [p["type"] for p in context.build(h).messages[1]["content"]] == ["text"]

@@ -10,14 +10,23 @@ from agentcore import AgentError, history
 
 
 def call(call_id: str, name: str = "read", arguments: object = None) -> dict[str, object]:
-    return {"id": call_id, "name": name, "arguments": arguments if arguments is not None else {"path": "a.json"}}
+    return {
+        "id": call_id,
+        "name": name,
+        "arguments": arguments if arguments is not None else {"path": "a.json"},
+    }
 
 
 def result_message(*pairs: tuple[str, str], value: object = "ok") -> dict[str, object]:
     return {
         "role": "tool",
         "content": [
-            {"type": "tool-result", "tool_call_id": cid, "tool_name": name, "output": {"type": "text", "value": value}}
+            {
+                "type": "tool-result",
+                "tool_call_id": cid,
+                "tool_name": name,
+                "output": {"type": "text", "value": value},
+            }
             for cid, name in pairs
         ],
     }
@@ -25,7 +34,10 @@ def result_message(*pairs: tuple[str, str], value: object = "ok") -> dict[str, o
 
 def test_user_keeps_text_or_parts() -> None:
     assert history.user("hi") == {"role": "user", "content": "hi"}
-    parts = [{"type": "text", "text": "what is this"}, {"type": "image", "image": "data:image/png;base64,AAAA"}]
+    parts = [
+        {"type": "text", "text": "what is this"},
+        {"type": "image", "image": "data:image/png;base64,AAAA"},
+    ]
     assert history.user(parts) == {"role": "user", "content": parts}
 
 
@@ -58,7 +70,10 @@ def test_assistant_rejects_bad_arguments() -> None:
 
 def test_tool_shapes_content_like_a_return_value() -> None:
     assert history.tool("c1", "read", "text")["content"][0]["output"] == {"type": "text", "value": "text"}
-    assert history.tool("c1", "read", {"port": 8080})["content"][0]["output"] == {"type": "json", "value": {"port": 8080}}
+    assert history.tool("c1", "read", {"port": 8080})["content"][0]["output"] == {
+        "type": "json",
+        "value": {"port": 8080},
+    }
     part = history.tool("c1", "read", "x")["content"][0]
     assert part["type"] == "tool-result" and part["tool_call_id"] == "c1" and part["tool_name"] == "read"
 
@@ -112,14 +127,26 @@ def test_turns_keep_a_tool_message_object_when_it_belongs_to_one_turn() -> None:
 def test_render_one_line_per_message() -> None:
     h = [
         history.user("read the config"),
-        {"role": "assistant", "content": [
-            {"type": "reasoning", "text": "I will read it"},
-            {"type": "tool-call", "tool_call_id": "c1", "tool_name": "read", "input": {"path": "a.json"}},
-        ]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "reasoning", "text": "I will read it"},
+                {"type": "tool-call", "tool_call_id": "c1", "tool_name": "read", "input": {"path": "a.json"}},
+            ],
+        },
         result_message(("c1", "read"), value={"port": 8080}),
         history.user([{"type": "text", "text": "and this?"}, {"type": "image", "image": "https://x/y.png"}]),
-        {"role": "tool", "content": [{"type": "tool-result", "tool_call_id": "c2", "tool_name": "rm",
-                                      "output": {"type": "execution-denied", "value": "no"}}]},
+        {
+            "role": "tool",
+            "content": [
+                {
+                    "type": "tool-result",
+                    "tool_call_id": "c2",
+                    "tool_name": "rm",
+                    "output": {"type": "execution-denied", "value": "no"},
+                }
+            ],
+        },
     ]
     lines = history.render(h).splitlines()
     assert lines[0] == "user: read the config"

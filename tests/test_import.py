@@ -12,7 +12,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run(code: str, *, cwd: Path | None = None, path: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    code: str, *, cwd: Path | None = None, path: list[str] | None = None
+) -> subprocess.CompletedProcess[str]:
     prelude = "import sys\n"
     flags = []
     if path is not None:
@@ -22,7 +24,11 @@ def run(code: str, *, cwd: Path | None = None, path: list[str] | None = None) ->
         site_dirs = [*site.getsitepackages(), site.getusersitepackages()]
         prelude += f"sys.path[:] = {path!r} + [p for p in sys.path if p] + {site_dirs!r}\n"
     return subprocess.run(
-        [sys.executable, *flags, "-c", prelude + textwrap.dedent(code)], capture_output=True, text=True, timeout=60, cwd=cwd
+        [sys.executable, *flags, "-c", prelude + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
     )
 
 
@@ -42,8 +48,22 @@ def test_import_loads_neither_requests_nor_jsonschema() -> None:
 def test_public_names() -> None:
     import agentcore
 
-    for name in ("Agent", "tool", "ToolContext", "AgentError", "SendResult", "Usage", "tools", "history", "context",
-                 "compact", "llm", "text_tools", "output", "__version__"):
+    for name in (
+        "Agent",
+        "tool",
+        "ToolContext",
+        "AgentError",
+        "SendResult",
+        "Usage",
+        "tools",
+        "history",
+        "context",
+        "compact",
+        "llm",
+        "text_tools",
+        "output",
+        "__version__",
+    ):
         assert hasattr(agentcore, name), name
 
 
@@ -69,7 +89,8 @@ def test_a_vendored_copy_runs_an_agent_without_agentcore_importable(tmp_path: Pa
             return a + b
 
         with ModelServer([{"tool_calls": [{"name": "add", "arguments": {"a": 2, "b": 3}}]}, "5"]) as server:
-            agent = Agent(config={"base_url": server.base_url, "model": "m", "no_tool_rounds": 1}, tools=[add])
+            config = {"base_url": server.base_url, "model": "m", "no_tool_rounds": 1}
+            agent = Agent(config=config, tools=[add])
             result = agent.send("2+3?")
         print(result.text, agent.history[2]["content"][0]["output"])
         """,

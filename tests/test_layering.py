@@ -87,7 +87,9 @@ def test_imports_point_one_way(module: str, path: Path) -> None:
     own = rank(module)
     for target, internal, line in imports(module, path):
         if not internal:
-            assert not target.startswith("agentcore"), f"{module}:{line} imports {target} absolutely; use a relative import"
+            assert not target.startswith("agentcore"), (
+                f"{module}:{line} imports {target} absolutely; use a relative import"
+            )
             continue
         if target in ("", "__init__"):
             continue
@@ -100,7 +102,9 @@ def test_requests_only_in_the_http_layer_and_never_at_import_time() -> None:
             if not internal and target.split(".")[0] in ("requests", "urllib3"):
                 assert module in ("llm", "_http"), f"{module}:{line} imports {target}"
         for name in module_level_imports(path):
-            assert name.split(".")[0] not in ("requests", "urllib3", "jsonschema"), f"{module} imports {name} at import time"
+            assert name.split(".")[0] not in ("requests", "urllib3", "jsonschema"), (
+                f"{module} imports {name} at import time"
+            )
 
 
 def test_the_tool_worker_imports_the_standard_library_only() -> None:

@@ -134,8 +134,12 @@ def test_stream_events_in_order(server: ModelServer) -> None:
     # Each call is announced complete as soon as the next one starts (so a cancel keeps it),
     # the last one at the end of the stream.
     positions = {e.get("tool_call_id"): i for i, e in enumerate(events) if e["type"] == "tool-call"}
-    a_deltas = [i for i, e in enumerate(events) if e["type"] == "tool-call-delta" and e["tool_call_id"] == "call_a"]
-    b_deltas = [i for i, e in enumerate(events) if e["type"] == "tool-call-delta" and e["tool_call_id"] == "call_b"]
+    a_deltas = [
+        i for i, e in enumerate(events) if e["type"] == "tool-call-delta" and e["tool_call_id"] == "call_a"
+    ]
+    b_deltas = [
+        i for i, e in enumerate(events) if e["type"] == "tool-call-delta" and e["tool_call_id"] == "call_b"
+    ]
     assert max(a_deltas) < positions["call_a"] < min(b_deltas)
     assert positions["call_b"] > max(b_deltas)
     finish = events[-1]

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from .decorator import ToolContext, tool
 from .execute import execute
-from .toolset import ToolSet, adopt, load, merge, omit, pick
 
 # `scan` is imported eagerly on purpose: importing the submodule `tools.scan` later would
 # rebind the package attribute `scan` to the module, hiding the function of the same name.
 from .scan import scan
+from .toolset import ToolSet, adopt, load, merge, omit, pick
 
 __all__ = ["ToolContext", "ToolSet", "adopt", "execute", "load", "merge", "omit", "pick", "scan", "tool"]

@@ -17,14 +17,16 @@ from agentcore.tools import load
 TOOLS = Path(__file__).resolve().parent / "tools"
 
 SCRIPT = [
-    {"tool_calls": [
-        {"name": "add", "arguments": {"a": 2, "b": 3}},
-        {"name": "power", "arguments": {"base": 3}},
-        {"name": "count", "arguments": {"n": 3}},
-        {"name": "run_script", "arguments": {"command": "echo hello from a child process"}},
-        {"name": "run_script", "arguments": {"command": "rm -rf /tmp/nothing-here"}},
-        {"name": "screenshot", "arguments": {}},
-    ]},
+    {
+        "tool_calls": [
+            {"name": "add", "arguments": {"a": 2, "b": 3}},
+            {"name": "power", "arguments": {"base": 3}},
+            {"name": "count", "arguments": {"n": 3}},
+            {"name": "run_script", "arguments": {"command": "echo hello from a child process"}},
+            {"name": "run_script", "arguments": {"command": "rm -rf /tmp/nothing-here"}},
+            {"name": "screenshot", "arguments": {}},
+        ]
+    },
     {"tool_calls": [{"name": "finish", "arguments": {"summary": "All tools ran."}}]},
 ]
 
@@ -51,7 +53,9 @@ def main() -> None:
             result = agent.send("Try every tool, then finish.")
     for part in agent.history[2]["content"]:
         output = part["output"]
-        shown = output["value"] if output["type"] != "content" else f"{len(output['value'])} parts (text + image)"
+        shown = (
+            output["value"] if output["type"] != "content" else f"{len(output['value'])} parts (text + image)"
+        )
         print(f"  {part['tool_name']}: {output['type']} {shown!r}")
     print("reason:", result.reason, "| steps:", result.steps)
 

@@ -1,8 +1,8 @@
 """Several tools in one file: export a list. Tools are found by name, never by position."""
 
-from agentcore import tool
-
 from helpers import check_finite  # a sibling helper module: the tools folder is on sys.path
+
+from agentcore import tool
 
 
 @tool
