@@ -1,10 +1,16 @@
 """A small synchronous agent core: ask a model, run tools in parallel, repeat."""
 
-from . import compact, context, history, llm, output, tools
-from .agent import Agent, SendResult
+from typing import TYPE_CHECKING
+
+from . import tools
+from .agent import Agent
 from .errors import AgentError
+from .result import SendResult
 from .tools import ToolContext, tool
 from .usage import Usage
+
+if TYPE_CHECKING:
+    from . import compact, context, history, llm, output, text_tools
 
 __all__ = [
     "Agent",
@@ -24,10 +30,14 @@ __all__ = [
 __version__ = "0.1.0"
 
 
+_LAZY = ("compact", "context", "history", "llm", "output", "text_tools")
+
+
 def __getattr__(name: str) -> object:
-    # text_tools is only needed by tool_mode "text"/"auto"; load it on first use.
-    if name == "text_tools":
+    # The namespaces load on first use (the loop loads them on the first send anyway), so that
+    # `import agentcore` stays cheap.
+    if name in _LAZY:
         import importlib
 
-        return importlib.import_module(f"{__name__}.text_tools")
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'agentcore' has no attribute {name!r}")

@@ -17,18 +17,23 @@ import uuid
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import config as _config
-from . import loop as _loop
 from ._utils.cancel import Signal, follow
+from ._utils.capabilities import media_kind
 from ._utils.threads import owned_by, owner, spawn
 from .errors import AgentError
-from .history import Message
-from .loop import SendResult
-from .protocols.base import media_kind
+from .result import SendResult
 from .tools.handlers import FileTool
 from .tools.toolset import ToolSet, load
+
+if TYPE_CHECKING:
+    from . import loop as _loop
+
+# The loop (and with it the HTTP layer, protocols, compaction) loads on the first send, so that
+# `import agentcore` stays cheap for scripts that only build agents or tools.
+Message = dict[str, Any]
 
 __all__ = ["Agent", "SendResult"]
 
@@ -175,6 +180,8 @@ class Agent:
     ) -> str:
         """Stop what is running, write a summary, append it as a compact message, return its text."""
         self._refuse_inside_run("compact")
+        from . import loop as _loop
+
         callbacks = dict(self._callbacks)
         if on_compact is not None:
             callbacks["on_compact"] = on_compact
@@ -230,6 +237,8 @@ class Agent:
     ) -> SendResult:
         if cancel is not None and cancel.is_set():
             raise AgentError("the send was cancelled before it started", kind="aborted")
+        from . import loop as _loop
+
         running, state = self._start(overrides, message, cancel)
         result: SendResult = self._drive(running, lambda: _loop.run(state), cancel)
         return result
@@ -238,6 +247,8 @@ class Agent:
         self, overrides: _Overrides, message: Message | None, cancel: threading.Event | None
     ) -> tuple[Running, _loop.Run]:
         """Supersede the running task, then apply overrides and the input — unless superseded meanwhile."""
+        from . import loop as _loop
+
         running = Running()
         with self._lock:
             self._generation += 1

@@ -14,9 +14,9 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ._utils.capabilities import DEFAULT_CAPABILITIES
 from ._utils.secrets import mask
 from .errors import KINDS, AgentError
-from .protocols.base import DEFAULT_CAPABILITIES
 
 PROTOCOLS = ("chat", "responses", "anthropic", "gemini")
 TOOL_MODES = ("native", "text", "auto")

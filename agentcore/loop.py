@@ -32,6 +32,7 @@ from .history import Message, tool_result_part
 from .history import compact as compact_message
 from .llm import complete, tool_schemas
 from .protocols.base import LLMResult, Request, ToolCall
+from .result import SendResult
 from .tool_mode import as_text, effective_mode, from_text, is_refusal
 from .tools.execute import run_call
 from .tools.shape import error_result, interrupted_result
@@ -39,27 +40,6 @@ from .tools.toolset import ToolSet
 from .usage import Usage
 
 MAX_OVERFLOW_COMPACTIONS = 3
-
-
-@dataclass
-class SendResult:
-    """What one `send` / `resume` produced.
-
-    Attributes:
-        text: text of the last model reply.
-        steps: completed model replies of this send (one per round).
-        usage: tokens of every request of this send, compaction included.
-        reason: "finished", "no-tool", "tool-stop" or "step-limit".
-        output: the validated structured output, or None.
-        messages: every history entry this call appended, in order.
-    """
-
-    text: str
-    steps: int
-    usage: Usage
-    reason: str
-    output: Any = None
-    messages: list[Message] = field(default_factory=list)
 
 
 @dataclass

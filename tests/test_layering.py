@@ -17,7 +17,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "agentcore"
 
 RANKS = [
-    ("errors", "usage", "_utils"),
+    ("errors", "usage", "_utils", "result"),
     ("output", "history", "tools", "protocols.base", "config"),
     ("protocols", "text_tools"),
     ("llm", "_http", "context", "tool_mode"),

@@ -18,21 +18,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .._utils.capabilities import DEFAULT_CAPABILITIES as DEFAULT_CAPABILITIES
+from .._utils.capabilities import media_kind as media_kind
 from .._utils.sse import SSEEvent
 from ..errors import AgentError
 from ..usage import Usage
-
-DEFAULT_CAPABILITIES: dict[str, bool] = {
-    "image": True,
-    "audio": True,
-    "video": True,
-    "file": True,
-    "tools": True,
-    "structured_output": True,
-    "tool_choice": True,
-    "reasoning": False,
-    "usage": True,
-}
 
 FINISH_REASONS = ("stop", "tool_calls", "length", "content_filter", "other")
 
@@ -216,23 +206,6 @@ def tool_call_part(call_id: str, name: str, arguments: dict[str, Any], **extra: 
     }
     part.update(extra)
     return part
-
-
-def media_kind(part: Mapping[str, Any]) -> str | None:
-    """Which capability a content part needs: image / audio / video / file, or None for text."""
-    kind = part.get("type")
-    if kind == "image":
-        return "image"
-    if kind == "file":
-        media_type = str(part.get("media_type") or "")
-        if media_type.startswith("image/"):
-            return "image"
-        if media_type.startswith("audio/"):
-            return "audio"
-        if media_type.startswith("video/"):
-            return "video"
-        return "file"
-    return None
 
 
 def allowed_parts(
