@@ -137,38 +137,35 @@ def _tracked_adapter_class() -> Any:
             with _owners:
                 conn.agentcore_call = None
 
-    class TrackedHTTPConnection(HTTPConnection):  # type: ignore[misc]
+    class Tracked:
+        """Mixed into urllib3's connections: each send tells the current Call its socket."""
+
         def connect(self) -> None:
-            super().connect()
+            super().connect()  # type: ignore[misc]
             track(self)
 
         def request(self, *args: Any, **kwargs: Any) -> Any:
             track(self)
-            return super().request(*args, **kwargs)
+            return super().request(*args, **kwargs)  # type: ignore[misc]
 
-    class TrackedHTTPSConnection(HTTPSConnection):  # type: ignore[misc]
-        def connect(self) -> None:
-            super().connect()
-            track(self)
+    class Returned:
+        """Mixed into the pools: a connection back in the pool belongs to no call until the next send."""
 
-        def request(self, *args: Any, **kwargs: Any) -> Any:
-            track(self)
-            return super().request(*args, **kwargs)
+        def _put_conn(self, conn: Any) -> None:
+            disown(conn)
+            super()._put_conn(conn)  # type: ignore[misc]
 
-    # A connection back in the pool belongs to no call until the next one sends on it.
-    class TrackedHTTPPool(HTTPConnectionPool):  # type: ignore[misc]
+    class TrackedHTTPConnection(Tracked, HTTPConnection):  # type: ignore[misc]
+        pass
+
+    class TrackedHTTPSConnection(Tracked, HTTPSConnection):  # type: ignore[misc]
+        pass
+
+    class TrackedHTTPPool(Returned, HTTPConnectionPool):  # type: ignore[misc]
         ConnectionCls = TrackedHTTPConnection
 
-        def _put_conn(self, conn: Any) -> None:
-            disown(conn)
-            super()._put_conn(conn)
-
-    class TrackedHTTPSPool(HTTPSConnectionPool):  # type: ignore[misc]
+    class TrackedHTTPSPool(Returned, HTTPSConnectionPool):  # type: ignore[misc]
         ConnectionCls = TrackedHTTPSConnection
-
-        def _put_conn(self, conn: Any) -> None:
-            disown(conn)
-            super()._put_conn(conn)
 
     class TrackedAdapter(HTTPAdapter):  # type: ignore[misc]
         def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:

@@ -21,6 +21,7 @@ from ._utils.secrets import redact
 from ._utils.sse import SSEParser
 from .errors import AgentError
 from .protocols import get as get_adapter
+from .protocols._common import kind_for_status
 from .protocols.base import DEFAULT_CAPABILITIES, LLMResult, Request, StreamParser, ToolCall
 
 log = logging.getLogger("agentcore")
@@ -246,26 +247,12 @@ def _status_error(adapter: Any, response: Any, secrets: list[str]) -> AgentError
     message = redact(message or response.reason or f"HTTP {status}", secrets)
     return AgentError(
         f"HTTP {status}: {message}",
-        kind=kind_of_status(status),
+        kind=kind_for_status(status),
         status=status,
         body=redact(text, secrets),
         overflow=overflow,
         retry_after=parse_retry_after(dict(response.headers)),
     )
-
-
-def kind_of_status(status: int) -> str:
-    if status in (401, 403):
-        return "auth"
-    if status == 429:
-        return "limit"
-    if status == 408:
-        return "timeout"
-    if status >= 500:
-        return "server"
-    if status >= 400:
-        return "request"
-    return "unknown"
 
 
 def _read_limited(response: Any) -> str:

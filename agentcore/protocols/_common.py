@@ -16,28 +16,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config import PROVIDER_KEYS as _PROVIDER_KEYS
 from ..errors import AgentError
 
 log = logging.getLogger("agentcore")
 
-# API.md §Wire: the only provider keys; vendor-specific fields travel in `body`.
-PROVIDER_KEYS = frozenset(
-    {
-        "temperature",
-        "top_p",
-        "top_k",
-        "max_output_tokens",
-        "stop",
-        "presence_penalty",
-        "frequency_penalty",
-        "seed",
-        "tool_choice",
-        "parallel_tool_calls",
-        "reasoning_effort",
-        "headers",
-        "body",
-    }
-)
+# API.md §Wire: the only provider keys (config.py validates them); vendor fields travel in `body`.
+PROVIDER_KEYS = _PROVIDER_KEYS
 CACHE_KEYS = frozenset({"key", "retention", "body"})
 TOOL_CHOICE_MODES = ("auto", "none", "required")
 

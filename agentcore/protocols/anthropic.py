@@ -71,6 +71,7 @@ from ._common import (
     vendor_error,
 )
 from .base import (
+    CONTINUE_TEXT,
     LLMResult,
     Request,
     ToolCall,
@@ -269,6 +270,10 @@ def _messages(request: Request) -> list[dict[str, Any]]:
     for turn in turns:
         # tool_result blocks must open the user turn that answers the calls.
         turn["content"].sort(key=lambda block: block.get("type") != "tool_result")
+    if turns and turns[-1]["role"] == "assistant":
+        # A final assistant turn is a prefill, which current models reject ("This model does not
+        # support assistant message prefill"); the loop sends one after a reply without tool calls.
+        turns.append({"role": "user", "content": [{"type": "text", "text": CONTINUE_TEXT}]})
     return turns
 
 

@@ -26,6 +26,10 @@ from ..usage import Usage
 
 FINISH_REASONS = ("stop", "tool_calls", "length", "content_filter", "other")
 
+# A request-only user turn for vendors that reject a conversation ending on an assistant turn
+# (Anthropic reads it as a prefill, Gemini refuses it); history-format messages never mean one.
+CONTINUE_TEXT = "Continue."
+
 
 @dataclass(frozen=True, eq=False)
 class ToolCall(Mapping[str, Any]):

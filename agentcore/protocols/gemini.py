@@ -81,6 +81,7 @@ from ._common import (
     vendor_error,
 )
 from .base import (
+    CONTINUE_TEXT,
     LLMResult,
     Request,
     ToolCall,
@@ -237,6 +238,10 @@ def _contents(request: Request) -> list[dict[str, Any]]:
             raise AgentError(
                 f"cannot send a history message with role {role!r}", kind="request", retryable=False
             )
+    if contents and contents[-1]["role"] == "model":
+        # Gemini answers "Requests ending with a model turn are not supported"; the loop sends
+        # one after a reply without tool calls.
+        contents.append({"role": "user", "parts": [{"text": CONTINUE_TEXT}]})
     return contents
 
 
