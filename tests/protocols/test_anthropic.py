@@ -179,7 +179,8 @@ def test_consecutive_assistant_messages_merge_and_empty_ones_vanish() -> None:
         "role": "assistant",
         "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
     }
-    assert len(turns) == 2
+    # A conversation never ends on an assistant turn (a prefill): a continuation turn follows.
+    assert [t["role"] for t in turns] == ["user", "assistant", "user"]
 
 
 def test_thinking_blocks_go_back_intact_and_foreign_reasoning_is_dropped() -> None:
@@ -318,8 +319,10 @@ def test_no_breakpoint_on_a_thinking_block() -> None:
     body = body_of(
         make([{"role": "user", "content": "q"}, {"role": "assistant", "content": content}], cache=True)
     )
-    last = body["messages"][-1]["content"]
-    assert "cache_control" in last[0] and "cache_control" not in last[1]
+    # The final assistant turn is followed by a continuation turn (no prefill), which takes the breakpoint.
+    assistant, last = body["messages"][1]["content"], body["messages"][-1]["content"]
+    assert all("cache_control" not in block for block in assistant)
+    assert "cache_control" in last[-1]
 
 
 # ---------------------------------------------------------------- structured output

@@ -95,6 +95,8 @@ def test_contents_roles_and_system_instruction() -> None:
     assert body["contents"] == [
         {"role": "user", "parts": [{"text": "q"}]},
         {"role": "model", "parts": [{"text": "a"}]},
+        # Gemini refuses a request ending on a model turn: a continuation turn follows.
+        {"role": "user", "parts": [{"text": "Continue."}]},
     ]
     assert "generationConfig" not in body and "tools" not in body
 
