@@ -45,7 +45,9 @@ OnOutput = Callable[[dict[str, Any]], Any]
 SOURCE_ENV = "_AGENTCORE_TOOL_WORKER"
 CONF_ENV = "_AGENTCORE_TOOL_WORKER_CONF"
 SOURCE_NAME = "<agentcore-tool-worker>"
-BOOTSTRAP = f"import os;exec(compile(os.environ.pop({SOURCE_ENV!r}),{SOURCE_NAME!r},'exec'))"
+# The worker travels compiled (marshal, base64): the child runs the same interpreter as this
+# process, and skipping the compile saves ~10 ms of every cold start.
+BOOTSTRAP = f"import os,marshal,binascii;exec(marshal.loads(binascii.a2b_base64(os.environ.pop({SOURCE_ENV!r}))))"
 
 KILL_GRACE_S = 0.2
 MAX_OUTPUT_BYTES = 8 << 20
@@ -463,6 +465,7 @@ class _Process:
         self.msg_r = fds["msg"]
         self.wake_r, self.wake_w = fds["wake_r"], fds["wake_w"]
         self.out_fds = {fds["stdout"]: "stdout", fds["stderr"]: "stderr"}
+        self._all_fds = list(fds.values())
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.msg_r, selectors.EVENT_READ, "msg")
         self.selector.register(self.wake_r, selectors.EVENT_READ, "wake")
@@ -496,12 +499,20 @@ class _Process:
         }
         # The parent's sys.path: a tool file imports what the agent can (a vendored package too).
         sys_path = [str(entry) for entry in sys.path]
-        conf = {"cmd_fd": cmd_r, "msg_fd": msg_w, "parent_pid": os.getpid(), "sys_path": sys_path}
-        env = {**os.environ, SOURCE_ENV: worker_source(), CONF_ENV: json.dumps(conf)}
+        conf = {
+            "cmd_fd": cmd_r,
+            "msg_fd": msg_w,
+            "parent_pid": os.getpid(),
+            "sys_path": sys_path,
+            "import_hooks": _import_hooks(),
+        }
+        env = {**os.environ, SOURCE_ENV: worker_code(), CONF_ENV: json.dumps(conf)}
         try:
             popen = _spawn(
                 lambda: subprocess.Popen(
-                    [_python(), "-c", BOOTSTRAP],
+                    # -S: no site processing (~30 ms of a cold start); the parent's sys.path and
+                    # editable-install hooks are handed over instead.
+                    [_python(), "-S", "-c", BOOTSTRAP],
                     stdin=subprocess.DEVNULL,
                     stdout=out_w,
                     stderr=err_w,
@@ -603,7 +614,8 @@ class _Process:
         except BlockingIOError:
             return 0
         if not chunk:
-            # The tool closed its stdout or stderr: later tools could not print; retire it.
+            # The process died, or the tool closed its stdout or stderr: retire the process.
+            # (The fd itself is closed with the others, in close().)
             self.dirty = True
             self.selector.unregister(fd)
             del self.out_fds[fd]
@@ -670,7 +682,7 @@ class _Process:
                 return
             self._closed = True
         self.selector.close()
-        for fd in (self.cmd_w, self.msg_r, self.wake_r, self.wake_w, *self.out_fds):
+        for fd in self._all_fds:
             try:
                 os.close(fd)
             except OSError:
@@ -784,6 +796,15 @@ class _Spawner:
 _spawner = _Spawner()
 
 
+def _import_hooks() -> list[str]:
+    """Modules that installed import finders from .pth files (setuptools editable installs)."""
+    return sorted(
+        name
+        for name, module in list(sys.modules.items())
+        if name.startswith("__editable__") and callable(getattr(module, "install", None))
+    )
+
+
 def _spawn(fn: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
     if sys.platform.startswith("linux"):
         popen: subprocess.Popen[bytes] = _spawner.run(fn)
@@ -792,6 +813,7 @@ def _spawn(fn: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]
 
 
 _source: str | None = None
+_code: str | None = None
 
 
 def worker_source() -> str:
@@ -800,6 +822,18 @@ def worker_source() -> str:
     if _source is None:
         _source = (Path(__file__).parent / "worker.py").read_text(encoding="utf-8")
     return _source
+
+
+def worker_code() -> str:
+    """worker.py compiled, marshalled and base64-encoded, made once per process."""
+    global _code
+    if _code is None:
+        import binascii
+        import marshal
+
+        code = compile(worker_source(), SOURCE_NAME, "exec")
+        _code = binascii.b2a_base64(marshal.dumps(code), newline=False).decode("ascii")
+    return _code
 
 
 def _python() -> str:

@@ -441,6 +441,26 @@ def test_a_queued_call_is_interrupted_by_its_cancel(tools: ToolSet) -> None:
     assert result.get("interrupted") is True and elapsed < 0.45
 
 
+def test_crashed_and_killed_processes_leave_no_open_pipes_behind(tools: ToolSet) -> None:
+    own = ToolPool()
+
+    def crash_and_kill() -> None:
+        for name in ("os_exit", "segfault", "raise"):
+            run(own, tools, name)
+        cancel = Signal()
+        threading.Timer(0.05, cancel.set).start()
+        run(own, tools, "sleeper", cancel=cancel)
+
+    try:
+        crash_and_kill()
+        before = len(os.listdir("/proc/self/fd"))
+        for _ in range(3):
+            crash_and_kill()
+        assert len(os.listdir("/proc/self/fd")) == before
+    finally:
+        own.close()
+
+
 # ---------------------------------------------------------------- the worker's copy of the rules
 
 
