@@ -47,7 +47,9 @@ CONF_ENV = "_AGENTCORE_TOOL_WORKER_CONF"
 SOURCE_NAME = "<agentcore-tool-worker>"
 # The worker travels compiled (marshal, base64): the child runs the same interpreter as this
 # process, and skipping the compile saves ~10 ms of every cold start.
-BOOTSTRAP = f"import os,marshal,binascii;exec(marshal.loads(binascii.a2b_base64(os.environ.pop({SOURCE_ENV!r}))))"
+BOOTSTRAP = (
+    f"import os,marshal,binascii;exec(marshal.loads(binascii.a2b_base64(os.environ.pop({SOURCE_ENV!r}))))"
+)
 
 KILL_GRACE_S = 0.2
 MAX_OUTPUT_BYTES = 8 << 20
