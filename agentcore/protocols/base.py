@@ -93,7 +93,7 @@ class Request:
     system: str = ""
     tools: list[dict[str, Any]] = field(default_factory=list)
     base_url: str = ""
-    api_key: str = ""
+    api_key: str = field(default="", repr=False)
     provider: dict[str, Any] = field(default_factory=dict)
     stream: bool = True
     cache: bool | dict[str, Any] = True
@@ -106,7 +106,7 @@ class Request:
 @dataclass(frozen=True)
 class WireRequest:
     url: str
-    headers: dict[str, str]
+    headers: dict[str, str] = field(repr=False)
     body: dict[str, Any]
 
 
