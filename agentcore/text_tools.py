@@ -24,6 +24,7 @@ import json
 import math
 import re
 import threading
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -819,7 +820,10 @@ def _python_literal(text: str) -> Any:
     if len(text) > 1_000_000:
         return None
     try:
-        tree = ast.parse(text, mode="eval")
+        # Model text like '\\<' would make the compiler warn on the user's stderr.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text, mode="eval")
         return _literal(tree.body)
     except Exception:  # untrusted model text: any failure means "not a literal"
         return None
