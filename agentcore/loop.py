@@ -57,6 +57,9 @@ class Run:
     usage: Usage = field(default_factory=Usage)
     steps: int = 0
     partial: _Partial | None = None
+    # The context of the current history length: the budget check and the request of a round
+    # (and its retries) share one build, since history only grows during a run.
+    context_cache: tuple[int, Context] | None = None
 
 
 @dataclass
@@ -234,8 +237,11 @@ def _event_sink(state: Run, partial: _Partial) -> Callable[[dict[str, Any]], Non
 
 
 def _context(state: Run) -> Context:
+    cached = state.context_cache
+    if cached is not None and cached[0] == len(state.history):
+        return cached[1]
     config = state.config
-    return build(
+    ctx = build(
         state.history,
         system=config["system"],
         tools=state.tools,
@@ -244,6 +250,8 @@ def _context(state: Run) -> Context:
         protocol=config["protocol"],
         reasoning=config["capabilities"].get("reasoning", False),
     )
+    state.context_cache = (len(state.history), ctx)
+    return ctx
 
 
 def _request(state: Run, system: str, messages: list[Message], tools: list[dict[str, Any]]) -> Request:
