@@ -14,7 +14,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from ._utils.cancel import Signal, child
 from ._utils.secrets import redact
@@ -26,11 +26,32 @@ from .protocols.base import DEFAULT_CAPABILITIES, LLMResult, Request, StreamPars
 
 log = logging.getLogger("agentcore")
 
-__all__ = ["LLMResult", "ToolCall", "chat", "complete"]
+__all__ = ["LLMResult", "ModelAdapter", "ToolCall", "chat", "complete"]
 
 EventCallback = Callable[[dict[str, Any]], None]
 _ERROR_BODY_LIMIT = 64 * 1024
 _SECRET_HEADER_WORDS = ("key", "auth", "token", "secret")
+
+
+class ModelAdapter(Protocol):
+    """A model we don't ship a protocol for: pass an instance as `config["model"]`.
+
+    `request` holds the protocol-neutral context: `system`, `messages` (history format),
+    `tools` (`{"name", "description", "input_schema"}`), `provider`, `output`, `max_tokens`.
+    Call `on_event` with stream events (`{"type": "text-delta", "text": ...}`, …) if you stream,
+    stop when `cancel` is set (raise `AgentError(kind="aborted")`), and raise `AgentError` with
+    a kind for failures so the loop's retry policy applies. Build the result with
+    `agentcore.protocols.base.make_result(parts, usage, finish_reason, raw)`.
+    """
+
+    def chat(
+        self,
+        request: dict[str, Any],
+        *,
+        cancel: threading.Event | None,
+        on_event: EventCallback | None,
+        timeout: float | None,
+    ) -> LLMResult: ...
 
 
 def chat(
