@@ -375,6 +375,9 @@ def _run_tools(state: Run, calls: list[ToolCall]) -> list[dict[str, Any]]:
     return [dict(r) for r in results]
 
 
+_PER_CALL_CALLBACKS = ("on_tool_call", "on_permission", "on_tool_output", "on_tool_result")
+
+
 class _Batch:
     """The calls of one round, each on its own thread; results land in call order."""
 
@@ -389,9 +392,10 @@ class _Batch:
 
     def start(self) -> None:
         self._unwake = self.cancel.on_set(self._wake)
-        if len(self.calls) == 1 and self.state.callbacks.get("on_permission") is None:
-            # One call and no permission wait: run it here. run_call itself returns at once on
-            # cancel, so nothing needs a thread of its own to stay interruptible.
+        if len(self.calls) == 1 and not any(self.state.callbacks.get(name) for name in _PER_CALL_CALLBACKS):
+            # One call and no per-call callback (they run on tool threads, API.md §Callbacks): run
+            # it here. run_call itself returns at once on cancel, so nothing needs a thread of its
+            # own to stay interruptible.
             self._work(0, self.calls[0])
             return
         for index, call in enumerate(self.calls):

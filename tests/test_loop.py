@@ -538,4 +538,3 @@ def test_overflow_gives_up_after_three_compactions_with_the_original_error(
     assert (caught.value.kind, caught.value.status) == ("request", 400)
     assert [m["role"] for m in agent.history] == ["user", "compact", "compact", "compact"]
     assert len(server.requests) == 7
-

@@ -25,6 +25,7 @@ import enum
 import functools
 import json
 import re
+import sys
 import threading
 import types
 import typing
@@ -160,8 +161,10 @@ def tool(
         AgentError: kind "config", for `*args`/`**kwargs`, positional-only parameters or a bad option.
     """
 
+    scope = _caller_locals()
+
     def decorate(function: Callable[P, R]) -> FunctionTool[P, R]:
-        return _build(function, name, description, timeout, to_model_output)
+        return _build(function, name, description, timeout, to_model_output, scope)
 
     if fn is not None:
         return decorate(fn)
@@ -174,6 +177,7 @@ def _build(
     description: str | None,
     timeout: float | None,
     to_model_output: Callable[..., Any] | None,
+    scope: Mapping[str, Any] | None = None,
 ) -> FunctionTool[P, R]:
     tool_name = name if name is not None else getattr(fn, "__name__", None)
     if not isinstance(tool_name, str) or not tool_name or tool_name == "<lambda>":
@@ -189,7 +193,7 @@ def _build(
             f"@tool {tool_name}: async functions are not supported; use a plain def", kind="config"
         )
     summary, arg_docs = parse_docstring(getattr(fn, "__doc__", None))
-    schema, context_param, enums = infer_schema(fn, tool_name, arg_docs)
+    schema, context_param, enums = infer_schema(fn, tool_name, arg_docs, scope)
     return FunctionTool(
         fn,
         name=tool_name,
@@ -274,16 +278,21 @@ def _indent(line: str) -> int:
 
 
 def infer_schema(
-    fn: Callable[..., Any], tool_name: str, arg_docs: Mapping[str, str] | None = None
+    fn: Callable[..., Any],
+    tool_name: str,
+    arg_docs: Mapping[str, str] | None = None,
+    scope: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any], str | None, dict[str, type[enum.Enum]]]:
     """The input schema of `fn`, the name of its ToolContext parameter, and its Enum parameters.
+
+    `scope` holds the local names of the code that defined `fn`, for string annotations.
 
     Raises:
         AgentError: kind "config", for `*args`, `**kwargs` or positional-only parameters.
     """
     import inspect
 
-    hints = _type_hints(fn)
+    hints = _type_hints(fn, scope)
     properties: dict[str, Any] = {}
     required: list[str] = []
     context_param: str | None = None
@@ -316,14 +325,29 @@ def infer_schema(
     return schema, context_param, enums
 
 
-def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
-    """Resolved hints; a name that cannot be resolved (a TYPE_CHECKING import, a class local
-    to a function) stays a string and constrains nothing, without losing the other hints."""
+def _caller_locals() -> dict[str, Any] | None:
+    """The local names where `@tool` is applied (the caller of `tool()`).
+
+    With postponed annotations (`from __future__ import annotations`) a class defined in the
+    same function as the tool, an Enum say, can only be resolved there.
+    """
     try:
-        return typing.get_type_hints(fn)
+        frame = sys._getframe(2)
+    except (AttributeError, ValueError):
+        return None
+    # At module level the locals are the globals, which the hints are resolved in anyway.
+    return None if frame.f_locals is frame.f_globals else dict(frame.f_locals)
+
+
+def _type_hints(fn: Callable[..., Any], scope: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Resolved hints; a name that cannot be resolved (a TYPE_CHECKING import) stays a string
+    and constrains nothing, without losing the other hints."""
+    localns = dict(scope) if scope else None
+    try:
+        return typing.get_type_hints(fn, localns=localns)
     except Exception:
         pass
-    namespace = dict(getattr(fn, "__globals__", {}))
+    namespace = {**getattr(fn, "__globals__", {}), **(localns or {})}
     hints: dict[str, Any] = {}
     for name, annotation in (getattr(fn, "__annotations__", None) or {}).items():
         if isinstance(annotation, str):

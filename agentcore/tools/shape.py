@@ -281,21 +281,31 @@ def truncate_result(result: dict[str, Any], limit: int | None) -> dict[str, Any]
 def cut_middle(text: str, limit: int) -> str:
     """`text` if it fits in `limit`, else its head and tail around a notice for the model.
 
-    The result is at most `limit` characters unless `limit` is smaller than the short notice.
+    The result is at most `limit` characters unless `limit` is smaller than the tiny notice.
+    Every notice tells the model to narrow the request or page (API.md §Tools).
     """
     total = len(text)
     if total <= limit:
         return text
-    # The long notice explains what to do; below twice its length it would eat the output.
-    full = len(_notice(total, total, limit)) * 2 <= limit
-
-    def notice(omitted: int) -> str:
-        return _notice(omitted, total, limit) if full else _short_notice(omitted)
-
+    notice = _notice_for(total, limit)
     keep = max(0, limit - len(notice(total)))
     head = (keep + 1) // 2
     tail = keep - head
     return text[:head] + notice(total - keep) + text[total - tail :]
+
+
+def _notice_for(total: int, limit: int) -> Callable[[int], str]:
+    """The notice that fits `limit`: the long one explains best, but below twice its length it
+    would eat the output, so smaller limits get shorter ones that still say what to do."""
+
+    def full(omitted: int) -> str:
+        return _notice(omitted, total, limit)
+
+    if len(full(total)) * 2 <= limit:
+        return full
+    if len(_short_notice(total)) < limit:
+        return _short_notice
+    return _tiny_notice
 
 
 def _notice(omitted: int, total: int, limit: int) -> str:
@@ -306,7 +316,11 @@ def _notice(omitted: int, total: int, limit: int) -> str:
 
 
 def _short_notice(omitted: int) -> str:
-    return f"\n[... {omitted} characters omitted ...]\n"
+    return f"\n[... {omitted} characters omitted: narrow the request or read it in pages ...]\n"
+
+
+def _tiny_notice(omitted: int) -> str:
+    return f"\n[...{omitted} omitted: narrow or page]\n"
 
 
 def _cut_parts(parts: list[Any], limit: int) -> list[Any]:
