@@ -264,9 +264,10 @@ class Agent:
                 if superseded:
                     raise AgentError("the send was superseded or stopped before it started", kind="aborted")
                 overrides.apply(self)
+                appended = _loop.close_open_calls(self.history)
                 if message is not None:
                     _loop._append_to(self.history, message)
-            appended = [message] if message is not None else []
+                    appended.append(message)
             state = _loop.Run(
                 agent_id=self.id,
                 history=self.history,

@@ -28,7 +28,7 @@ from ._utils.threads import spawn
 from .config import Config
 from .context import Context, build, over_threshold
 from .errors import AgentError
-from .history import Message, tool_result_part
+from .history import Message, open_calls, tool_result_part
 from .history import compact as compact_message
 from .llm import complete, tool_schemas
 from .protocols.base import LLMResult, Request, ToolCall
@@ -494,6 +494,20 @@ class _Batch:
         result = self.results[index] or {}
         payload = {**result, "tool_call_id": call.id, "tool_name": call.name, "input": call.arguments}
         notify(self.state.callbacks.get("on_tool_result"), payload)
+
+
+def close_open_calls(history: list[Message]) -> list[Message]:
+    """Answer calls a loaded history left without a result (a process died mid-tool) as interrupted.
+
+    A call without its result makes the vendors reject the conversation on every later request;
+    appending the missing results keeps history append-only and valid. Returns what was appended.
+    """
+    pending = open_calls(history)
+    if not pending:
+        return []
+    message = _tool_message(pending, [interrupted_result() for _ in pending])
+    _append_to(history, message)
+    return [message]
 
 
 def _call_part(call: ToolCall) -> dict[str, Any]:

@@ -773,3 +773,28 @@ def test_ctrl_c_while_waiting_for_the_previous_run_to_end_leaves_the_agent_usabl
     third = Background(lambda: agent.send("third")).join()
     assert third.error is None and third.result.text == "third answer"
     assert [m["content"] for m in agent.history if m["role"] == "user"] == ["first", "third"]
+
+
+def test_a_loaded_history_with_an_unanswered_call_is_closed_before_the_next_request(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
+    """A process that died mid-tool leaves a call without a result; vendors reject that forever."""
+    loaded = [
+        {"role": "user", "content": "read it"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool-call", "tool_call_id": "c9", "tool_name": "read", "input": {}}],
+        },
+    ]
+    server.add("ok")
+    agent = make_agent(server, history=loaded)
+    result = agent.send("go on")
+    assert [m["role"] for m in agent.history] == ["user", "assistant", "tool", "user", "assistant"]
+    closing = agent.history[2]
+    assert (
+        closing["content"][0]["tool_call_id"] == "c9"
+        and "interrupted" in closing["content"][0]["output"]["value"]
+    )
+    assert result.messages[0] is closing
+    sent = server.requests[0]["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "user"]
