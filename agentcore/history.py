@@ -151,8 +151,13 @@ def _attach_results(message: Message, call_turn: Mapping[str, int], folded: list
 def render(history: Sequence[Mapping[str, Any]]) -> str:
     """Readable text, one line per message: `user: …`, `assistant: [reasoning] … [call …]`, `tool: […]`."""
     return "\n".join(
-        f"{message.get('role')}: {_render_content(message.get('content'))}" for message in history
+        f"{message.get('role')}: {_one_line(_render_content(message.get('content')))}" for message in history
     )
+
+
+def _one_line(text: str) -> str:
+    # One line per message, always: line breaks inside a message are shown as "\n".
+    return text.replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\n")
 
 
 def _render_content(content: Any) -> str:

@@ -155,3 +155,9 @@ def test_render_one_line_per_message() -> None:
     assert lines[3] == "user: and this? [image]"
     assert lines[4].startswith("tool: [rm denied]")
     assert len(lines) == len(h)
+
+
+def test_render_keeps_one_line_per_message_even_for_multiline_text() -> None:
+    h = [history.user("first line\nsecond line"), history.assistant("ok")]
+    lines = history.render(h).splitlines()
+    assert lines == ["user: first line\\nsecond line", "assistant: ok"]
