@@ -76,7 +76,6 @@ from .base import (
     Request,
     ToolCall,
     WireRequest,
-    allowed_parts,
     image_data,
     is_error_output,
     join_url,
@@ -85,6 +84,7 @@ from .base import (
     metadata_for,
     output_value_text,
     parse_arguments,
+    request_parts,
     split_data,
     tool_call_part,
 )
@@ -280,9 +280,7 @@ def _messages(request: Request) -> list[dict[str, Any]]:
 def _user_blocks(content: Any, request: Request) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
-    parts = allowed_parts(
-        [p for p in content or [] if isinstance(p, dict)], request.capabilities, request.media_fallback
-    )
+    parts = request_parts(content, request)
     return [block for block in map(_content_block, parts) if block is not None]
 
 
@@ -370,9 +368,7 @@ def _tool_result(result: dict[str, Any], request: Request) -> dict[str, Any]:
     value = output.get("value")
     content: str | list[dict[str, Any]]
     if output.get("type") == "content" and isinstance(value, list):
-        parts = allowed_parts(
-            [p for p in value if isinstance(p, dict)], request.capabilities, request.media_fallback
-        )
+        parts = request_parts(value, request)
         content = [block for block in map(_content_block, parts) if block is not None]
     else:
         content = output_value_text(output)

@@ -212,6 +212,12 @@ def tool_call_part(call_id: str, name: str, arguments: dict[str, Any], **extra: 
     return part
 
 
+def request_parts(content: Any, request: Request) -> list[dict[str, Any]]:
+    """The dict parts of `content` that `request`'s capabilities allow (see `allowed_parts`)."""
+    parts = [p for p in content or [] if isinstance(p, dict)]
+    return allowed_parts(parts, request.capabilities, request.media_fallback)
+
+
 def allowed_parts(
     parts: list[dict[str, Any]], capabilities: Mapping[str, bool], media_fallback: str
 ) -> list[dict[str, Any]]:

@@ -39,13 +39,13 @@ from .base import (
     Request,
     ToolCall,
     WireRequest,
-    allowed_parts,
     image_data,
     join_url,
     make_result,
     media_kind,
     output_value_text,
     parse_arguments,
+    request_parts,
     split_data,
     tool_call_part,
 )
@@ -247,9 +247,7 @@ def _system_text(request: Request) -> str:
 def _user_content(content: Any, request: Request) -> str | list[dict[str, Any]]:
     if isinstance(content, str):
         return content
-    parts = allowed_parts(
-        [p for p in content or [] if isinstance(p, dict)], request.capabilities, request.media_fallback
-    )
+    parts = request_parts(content, request)
     wire = [w for w in (_content_part(p) for p in parts) if w is not None]
     # A lone text part goes as a plain string: some compatible servers take only strings.
     if len(wire) == 1 and wire[0]["type"] == "text":
@@ -307,9 +305,7 @@ def _tool_output(output: dict[str, Any], request: Request) -> tuple[str, list[di
         return output_value_text(output), []
     lines: list[str] = []
     media: list[dict[str, Any]] = []
-    parts = allowed_parts(
-        [p for p in value if isinstance(p, dict)], request.capabilities, request.media_fallback
-    )
+    parts = request_parts(value, request)
     for part in parts:
         wire = _content_part(part)
         if wire is None:

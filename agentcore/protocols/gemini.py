@@ -86,13 +86,13 @@ from .base import (
     Request,
     ToolCall,
     WireRequest,
-    allowed_parts,
     image_data,
     join_url,
     make_result,
     media_kind,
     metadata_for,
     output_value_text,
+    request_parts,
     split_data,
     tool_call_part,
 )
@@ -248,9 +248,7 @@ def _contents(request: Request) -> list[dict[str, Any]]:
 def _user_parts(content: Any, request: Request) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"text": content}] if content else []
-    parts = allowed_parts(
-        [p for p in content or [] if isinstance(p, dict)], request.capabilities, request.media_fallback
-    )
+    parts = request_parts(content, request)
     return [wire for wire in map(_content_part, parts) if wire is not None]
 
 
@@ -330,9 +328,7 @@ def _function_response(
         return {"output": output_value_text(output)}, []
     lines: list[str] = []
     media: list[dict[str, Any]] = []
-    parts = allowed_parts(
-        [p for p in value if isinstance(p, dict)], request.capabilities, request.media_fallback
-    )
+    parts = request_parts(value, request)
     for part in parts:
         wire = _content_part(part)
         if wire is None:

@@ -66,7 +66,6 @@ from .base import (
     Request,
     ToolCall,
     WireRequest,
-    allowed_parts,
     image_data,
     join_url,
     make_result,
@@ -74,6 +73,7 @@ from .base import (
     metadata_for,
     output_value_text,
     parse_arguments,
+    request_parts,
     split_data,
     tool_call_part,
 )
@@ -205,9 +205,7 @@ def _input_items(request: Request) -> list[dict[str, Any]]:
 def _user_content(content: Any, request: Request) -> str | list[dict[str, Any]]:
     if isinstance(content, str):
         return content
-    parts = allowed_parts(
-        [p for p in content or [] if isinstance(p, dict)], request.capabilities, request.media_fallback
-    )
+    parts = request_parts(content, request)
     return [wire for wire in map(_input_part, parts) if wire is not None]
 
 
@@ -316,9 +314,7 @@ def _tool_output_item(result: dict[str, Any], request: Request) -> dict[str, Any
     value = output.get("value")
     wire: str | list[dict[str, Any]]
     if output.get("type") == "content" and isinstance(value, list):
-        parts = allowed_parts(
-            [p for p in value if isinstance(p, dict)], request.capabilities, request.media_fallback
-        )
+        parts = request_parts(value, request)
         wire = [w for w in map(_input_part, parts) if w is not None]
     else:
         wire = output_value_text(output)
