@@ -86,6 +86,7 @@ from .base import (
     parse_arguments,
     request_parts,
     split_data,
+    text_of,
     tool_call_part,
 )
 
@@ -231,7 +232,7 @@ def _body_thinking(request: Request) -> bool:
 def _system_text(request: Request, output_tool: str | None) -> str:
     parts = [request.system] if request.system else []
     # System-role history messages have no place in Messages but the system prompt.
-    parts += [_text_of(m.get("content")) for m in request.messages if m.get("role") == "system"]
+    parts += [text_of(m.get("content")) for m in request.messages if m.get("role") == "system"]
     spec = request.output
     if spec is not None and output_tool is None:
         parts.append(str(spec.instructions()))
@@ -380,14 +381,6 @@ def _tool_result(result: dict[str, Any], request: Request) -> dict[str, Any]:
     if is_error_output(output):
         block["is_error"] = True
     return block
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(
-        str(p.get("text", "")) for p in content or [] if isinstance(p, dict) and p.get("type") == "text"
-    )
 
 
 # ---------------------------------------------------------------- request: tools, generation, cache

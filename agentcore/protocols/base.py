@@ -270,7 +270,9 @@ def text_of(content: Any) -> str:
     """The text of a message's content (a str or a list of parts)."""
     if isinstance(content, str):
         return content
-    return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return "".join(
+        str(p.get("text", "")) for p in content or [] if isinstance(p, dict) and p.get("type") == "text"
+    )
 
 
 def output_value_text(output: Mapping[str, Any]) -> str:
@@ -285,7 +287,7 @@ def output_value_text(output: Mapping[str, Any]) -> str:
         reason = value if isinstance(value, str) and value else "The user denied this tool call."
         return f"Tool execution denied: {reason}" if isinstance(value, str) and value else reason
     if kind == "content" and isinstance(value, list):
-        return "".join(p.get("text", "") for p in value if isinstance(p, dict) and p.get("type") == "text")
+        return text_of(value)
     return json.dumps(value, ensure_ascii=False) if value is not None else ""
 
 

@@ -47,6 +47,7 @@ from .base import (
     parse_arguments,
     request_parts,
     split_data,
+    text_of,
     tool_call_part,
 )
 
@@ -219,7 +220,9 @@ def _messages(request: Request) -> list[dict[str, Any]]:
         if role in ("user", "compact"):
             out.append({"role": "user", "content": _user_content(content, request)})
         elif role == "system":
-            out.append({"role": "system", "content": content if isinstance(content, str) else _text(content)})
+            out.append(
+                {"role": "system", "content": content if isinstance(content, str) else text_of(content)}
+            )
         elif role == "assistant":
             assistant = _assistant_message(content, request)
             # An empty reply is stored in history but never sent (API.md §Details).
@@ -257,7 +260,7 @@ def _user_content(content: Any, request: Request) -> str | list[dict[str, Any]]:
 
 def _assistant_message(content: Any, request: Request) -> dict[str, Any] | None:
     parts = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
-    text = _text(parts)
+    text = text_of(parts)
     calls = [
         {
             "id": p["tool_call_id"],
@@ -348,12 +351,6 @@ def _content_part(part: dict[str, Any]) -> dict[str, Any] | None:
 def _default_filename(media_type: str) -> str:
     subtype = media_type.partition("/")[2].split(";")[0].split("+")[0]
     return f"file.{subtype}" if subtype.isalnum() else "file"
-
-
-def _text(parts: Any) -> str:
-    return "".join(
-        str(p.get("text", "")) for p in parts or [] if isinstance(p, dict) and p.get("type") == "text"
-    )
 
 
 # ---------------------------------------------------------------- request: tools, output, cache
@@ -575,7 +572,7 @@ def _message_text(message: dict[str, Any]) -> str:
     """`content` (a string, or text parts on some servers); a refusal counts as text."""
     content = message.get("content")
     if isinstance(content, list):
-        content = _text(content)
+        content = text_of(content)
     if not content and isinstance(message.get("refusal"), str):
         content = message["refusal"]
     return content if isinstance(content, str) else ""

@@ -94,6 +94,7 @@ from .base import (
     output_value_text,
     request_parts,
     split_data,
+    text_of,
     tool_call_part,
 )
 
@@ -366,18 +367,10 @@ def _major_version(model: str) -> int:
 
 def _system_text(request: Request, native_output: bool) -> str:
     parts = [request.system] if request.system else []
-    parts += [_text_of(m.get("content")) for m in request.messages if m.get("role") == "system"]
+    parts += [text_of(m.get("content")) for m in request.messages if m.get("role") == "system"]
     if request.output is not None and not native_output:
         parts.append(str(request.output.instructions()))
     return "\n\n".join(p for p in parts if p)
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(
-        str(p.get("text", "")) for p in content or [] if isinstance(p, dict) and p.get("type") == "text"
-    )
 
 
 def _declarations(request: Request) -> list[dict[str, Any]]:

@@ -75,6 +75,7 @@ from .base import (
     parse_arguments,
     request_parts,
     split_data,
+    text_of,
     tool_call_part,
 )
 
@@ -190,7 +191,7 @@ def _input_items(request: Request) -> list[dict[str, Any]]:
             if user:
                 items.append({"role": "user", "content": user})
         elif role == "system":
-            items.append({"role": "system", "content": _text_of(content)})
+            items.append({"role": "system", "content": text_of(content)})
         elif role == "assistant":
             items.extend(_assistant_items(content, request))
         elif role == "tool":
@@ -319,14 +320,6 @@ def _tool_output_item(result: dict[str, Any], request: Request) -> dict[str, Any
     else:
         wire = output_value_text(output)
     return {"type": "function_call_output", "call_id": str(result.get("tool_call_id", "")), "output": wire}
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(
-        str(p.get("text", "")) for p in content or [] if isinstance(p, dict) and p.get("type") == "text"
-    )
 
 
 # ---------------------------------------------------------------- request: tools, generation, cache
