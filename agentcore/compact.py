@@ -21,9 +21,9 @@ from ._utils.cancel import Signal, child
 from ._utils.notify import notify
 from ._utils.retry import RetryPolicy
 from ._utils.retry import call as with_retries
-from .context import HEAD_SHARE, HEAD_TURNS
+from .context import HEAD_SHARE, HEAD_TURNS, is_compact_turn, latest_summary
 from .errors import AgentError
-from .history import Message, render, turns
+from .history import render, turns
 from .protocols.base import DEFAULT_CAPABILITIES, LLMResult, Request
 from .usage import Usage
 
@@ -173,24 +173,25 @@ def select_transcript(history: Sequence[Mapping[str, Any]], budget_chars: int) -
     for the summariser only — history is untouched). Returns (transcript, latest summary or None).
     """
     folded = turns([m if isinstance(m, dict) else dict(m) for m in history])
-    summary_at = max((i for i, t in enumerate(folded) if t[0].get("role") == "compact"), default=-1)
-    latest = str(folded[summary_at][0].get("content") or "") if summary_at >= 0 else None
+    found = latest_summary(folded)
+    summary_at = -1 if found is None else found
+    latest = None if found is None else str(folded[found][0].get("content") or "")
     head_cap = int(budget_chars * HEAD_SHARE)
     head_ids = [i for i, t in enumerate(folded) if t[0].get("role") == "user"][:HEAD_TURNS]
     head: dict[int, str] = {}
     used = 0
     for i in head_ids:
-        text = _excerpt(_render_turn(folded[i]), max(head_cap - used, 0))
+        text = _excerpt(render(folded[i]), max(head_cap - used, 0))
         if text:
             head[i] = text
             used += len(text)
     recent: dict[int, str] = {}
     remaining = budget_chars - used
     candidates = [
-        i for i in range(len(folded) - 1, summary_at, -1) if i not in head and not _is_compact(folded[i])
+        i for i in range(len(folded) - 1, summary_at, -1) if i not in head and not is_compact_turn(folded[i])
     ]
     for i in candidates:
-        text = _render_turn(folded[i])
+        text = render(folded[i])
         if len(text) > remaining:
             if recent:
                 break
@@ -201,20 +202,12 @@ def select_transcript(history: Sequence[Mapping[str, Any]], budget_chars: int) -
     chosen = sorted({**head, **recent}.items())
     lines, previous_index = [], -1
     for index, text in chosen:
-        skipped = sum(1 for j in range(previous_index + 1, index) if not _is_compact(folded[j]))
+        skipped = sum(1 for j in range(previous_index + 1, index) if not is_compact_turn(folded[j]))
         if skipped:
             lines.append(f"[{skipped} earlier turns omitted: covered by the previous summary]")
         lines.append(text)
         previous_index = index
     return "\n".join(lines), latest
-
-
-def _render_turn(turn: list[Message]) -> str:
-    return render(turn)
-
-
-def _is_compact(turn: list[Message]) -> bool:
-    return bool(turn) and turn[0].get("role") == "compact"
 
 
 def _excerpt(text: str, limit: int) -> str:

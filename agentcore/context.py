@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ._utils import tokens as _tokens
@@ -35,7 +35,6 @@ class Context:
     tokens: int
     chars: int = 0
     summary: str | None = None
-    tools: list[dict[str, Any]] = field(default_factory=list)
 
 
 def build(
@@ -62,7 +61,7 @@ def build(
     ratio = _tokens.DEFAULT_RATIO if ratio is None else ratio
     tool_list = _tool_list(tools)
     folded = turns([dict(m) for m in history] if not isinstance(history, list) else history)
-    summary_index = _latest_summary(folded)
+    summary_index = latest_summary(folded)
     summary: str | None = None
     if summary_index is None:
         chosen = folded
@@ -78,7 +77,7 @@ def build(
         messages.insert(0, {"role": "user", "content": CONTINUE_PROMPT})
     full_system = fold_summary(system, summary)
     chars = len(full_system) + _tokens.messages_chars(messages) + _tokens.tools_chars(tool_list)
-    return Context(messages, full_system, _tokens.estimate(chars, ratio), chars, summary, tool_list)
+    return Context(messages, full_system, _tokens.estimate(chars, ratio), chars, summary)
 
 
 def fold_summary(system: str, summary: str | None) -> str:
@@ -92,7 +91,7 @@ def _select(
     folded: list[list[Message]], summary_index: int, budget: float, ratio: float
 ) -> list[list[Message]]:
     before = folded[:summary_index]
-    after = [t for t in folded[summary_index + 1 :] if not _is_compact(t)]
+    after = [t for t in folded[summary_index + 1 :] if not is_compact_turn(t)]
     head = _head(before, budget * HEAD_SHARE, ratio)
     tail = _tail(before, budget * TAIL_SHARE, ratio, exclude=head)
     keep = head | tail
@@ -116,7 +115,7 @@ def _tail(before: list[list[Message]], budget: float, ratio: float, exclude: set
     """The ≤3 turns just before the summary that fit in the tail share, and the latest user turn."""
     chosen: set[int] = set()
     used = 0.0
-    candidates = [i for i in range(len(before) - 1, -1, -1) if not _is_compact(before[i])]
+    candidates = [i for i in range(len(before) - 1, -1, -1) if not is_compact_turn(before[i])]
     for i in candidates[:TAIL_TURNS]:
         if i in exclude:
             continue
@@ -142,14 +141,14 @@ def _turn_tokens(turn: list[Message], ratio: float) -> float:
     return _tokens.messages_chars(turn) * ratio
 
 
-def _latest_summary(folded: list[list[Message]]) -> int | None:
+def latest_summary(folded: list[list[Message]]) -> int | None:
     for i in range(len(folded) - 1, -1, -1):
-        if _is_compact(folded[i]):
+        if is_compact_turn(folded[i]):
             return i
     return None
 
 
-def _is_compact(turn: list[Message]) -> bool:
+def is_compact_turn(turn: list[Message]) -> bool:
     return bool(turn) and turn[0].get("role") == "compact"
 
 
