@@ -31,7 +31,7 @@ from .errors import AgentError
 from .history import Message, open_calls, tool_result_part
 from .history import compact as compact_message
 from .llm import complete, tool_schemas
-from .protocols.base import LLMResult, Request, ToolCall
+from .protocols.base import LLMResult, Request, ToolCall, tool_call_part
 from .result import SendResult
 from .tool_mode import as_text, effective_mode, from_text, is_refusal
 from .tools.execute import run_call
@@ -75,13 +75,13 @@ class _Partial:
         if kind == "text-delta":
             self.text.append(str(event.get("text", "")))
         elif kind == "tool-call":
+            arguments = event.get("input")
             self.calls.append(
-                {
-                    "type": "tool-call",
-                    "tool_call_id": event.get("tool_call_id"),
-                    "tool_name": event.get("tool_name"),
-                    "input": event.get("input") if isinstance(event.get("input"), dict) else {},
-                }
+                tool_call_part(
+                    str(event.get("tool_call_id")),
+                    str(event.get("tool_name")),
+                    arguments if isinstance(arguments, dict) else {},
+                )
             )
 
 
@@ -511,7 +511,7 @@ def close_open_calls(history: list[Message]) -> list[Message]:
 
 
 def _call_part(call: ToolCall) -> dict[str, Any]:
-    return {"type": "tool-call", "tool_call_id": call.id, "tool_name": call.name, "input": call.arguments}
+    return tool_call_part(call.id, call.name, call.arguments)
 
 
 def _tool_message(calls: list[dict[str, Any]], results: list[dict[str, Any]]) -> Message:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .errors import AgentError
-from .protocols.base import LLMResult, ToolCall, make_result
+from .protocols.base import LLMResult, ToolCall, make_result, tool_call_part
 
 if TYPE_CHECKING:
     from .text_tools import TextToolSpec
@@ -83,10 +83,7 @@ def from_text(result: LLMResult, spec: TextToolSpec, *, salt: str) -> LLMResult:
     if found.text:
         parts.append({"type": "text", "text": found.text})
     parts += [p for p in content if p.get("type") == "tool-call"]
-    parts += [
-        {"type": "tool-call", "tool_call_id": c.id, "tool_name": c.name, "input": c.arguments}
-        for c in [*found.tool_calls, *found.invalid]
-    ]
+    parts += [tool_call_part(c.id, c.name, c.arguments) for c in [*found.tool_calls, *found.invalid]]
     rebuilt = make_result(parts, result.usage, result.finish_reason, result.raw, tool_calls=calls)
     rebuilt.usage_reported = result.usage_reported
     return rebuilt
