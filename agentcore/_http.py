@@ -2,20 +2,24 @@
 
     with Call(cancel) as call:
         response = call.post(url, body, headers, timeout_s)
-        for chunk in call.chunks(response): ...
+        for chunk in call.chunks(response, idle_s): ...
 
-Cancellation closes the connection from the controlling thread (socket shutdown), which
-wakes a blocking read at once; no polling. A call may cut only a connection it still owns:
-ownership passes to a call when it sends on the connection and ends when the pool takes the
-connection back, so a late cancel never cuts another call that reuses it. Only `llm.py`
-imports this module, and it is the only place (with llm.py) where `requests` / `urllib3` are
-imported — lazily, on first use.
+Cancellation shuts the TCP socket down from the controlling thread, which wakes a blocked
+connect, send or read at once in every phase; no polling. A call holds a duplicate of each
+socket it uses (`os.dup`), taken the moment the socket exists — before `connect()`, before a
+TLS handshake. Shutdown acts on the socket, not on one descriptor, so the duplicate cuts it
+whoever holds it by then: the urllib3 connection, or (after `Connection: close`, HTTP/1.0
+bodies ended by close) the `http.client` response that took it over. The duplicate is closed
+when the connection goes back to the pool and when the call ends, so a late cancel never cuts
+another call that reuses the connection. Only `llm.py` imports this module, and it is the only
+place (with llm.py) where `requests` / `urllib3` are imported — lazily, on first use.
 """
 
 from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -25,18 +29,20 @@ _CHUNK = 65536
 _local = threading.local()
 _session: Any = None
 _session_lock = threading.Lock()
-# Guards every connection's `agentcore_call` (its owner), so that a cancel cannot cut a
+# Guards every call's duplicates and every connection's owner, so that a cancel cannot cut a
 # connection between the pool handing it to another call and that call owning it.
 _owners = threading.Lock()
 
 
 class Call:
-    """One HTTP exchange that `cancel` can cut at any moment."""
+    """One HTTP exchange that `cancel` (or a stalled stream) can cut at any moment."""
 
     def __init__(self, cancel: Signal | None) -> None:
         self.cancel = cancel
-        self.connections: list[Any] = []
         self.aborted = False
+        self.idle_expired = False
+        self.idle_s: float | None = None
+        self._cuts: dict[int, socket.socket] = {}  # id(connection) -> duplicate of its socket
         self._unlisten: Callable[[], None] | None = None
         self.response: Any = None
 
@@ -52,25 +58,40 @@ class Call:
             self._unlisten()
         if self.response is not None:
             self.response.close()
+        with _owners:
+            cuts, self._cuts = list(self._cuts.values()), {}
+        for duplicate in cuts:
+            duplicate.close()
 
-    def track(self, conn: Any) -> None:
-        """Own `conn` (a urllib3 connection this call sends on); cut it at once if already aborted."""
+    def own(self, conn: Any, sock: socket.socket | None) -> None:
+        """Hold a duplicate of `sock` (the socket `conn` is about to use); cut it at once if aborted."""
+        if sock is None or sock.fileno() < 0:
+            return
+        duplicate = socket.socket(fileno=_dup(sock))
         with _owners:
             conn.agentcore_call = self
-            if conn not in self.connections:
-                self.connections.append(conn)
+            previous = self._cuts.pop(id(conn), None)
+            self._cuts[id(conn)] = duplicate
             if self.aborted:
-                _shutdown(getattr(conn, "sock", None))
+                _shutdown(duplicate)
+        if previous is not None:
+            previous.close()
+
+    def release(self, conn: Any) -> None:
+        """`conn` went back to the pool: it is no longer this call's to cut."""
+        with _owners:
+            duplicate = self._cuts.pop(id(conn), None)
+            if getattr(conn, "agentcore_call", None) is self:
+                conn.agentcore_call = None
+        if duplicate is not None:
+            duplicate.close()
 
     def abort(self) -> None:
-        """Cut every connection this call still owns (a socket shutdown wakes a blocked read)."""
-        response = self.response
-        connection = getattr(getattr(response, "raw", None), "connection", None)
+        """Cut every socket this call uses (a shutdown wakes a blocked connect, send or read)."""
         with _owners:
             self.aborted = True
-            for conn in [*self.connections, connection]:
-                if conn is not None and getattr(conn, "agentcore_call", None) is self:
-                    _shutdown(getattr(conn, "sock", None))
+            for duplicate in self._cuts.values():
+                _shutdown(duplicate)
 
     def post(self, url: str, body: bytes, headers: dict[str, str], timeout_s: float | None) -> Any:
         timeout = (timeout_s, timeout_s)
@@ -81,20 +102,70 @@ class Call:
             self.abort()
         return self.response
 
-    def chunks(self, response: Any) -> Iterator[bytes]:
-        """Body bytes as they arrive (one socket read each), until the server ends the body."""
+    def chunks(self, response: Any, idle_s: float | None = None) -> Iterator[bytes]:
+        """Body bytes as they arrive (one socket read each), until the server ends the body.
+
+        With `idle_s`, a body that delivers no byte for that long is cut and `idle_expired` set.
+        """
         raw = response.raw
         read1 = getattr(raw, "read1", None)
-        while True:
-            data = read1(_CHUNK) if read1 is not None else raw.read(_CHUNK)
-            if not data:
+        self.idle_s = idle_s
+        watch = _IdleWatch(idle_s, self._expire) if idle_s is not None else None
+        try:
+            while True:
+                data = read1(_CHUNK) if read1 is not None else raw.read(_CHUNK)
+                if not data:
+                    return
+                if watch is not None:
+                    watch.touch()
+                yield data
+        finally:
+            if watch is not None:
+                watch.stop()
+
+    def _expire(self) -> None:
+        with _owners:
+            self.idle_expired = True
+            for duplicate in self._cuts.values():
+                _shutdown(duplicate)
+
+
+class _IdleWatch:
+    """Calls `expire` once when `touch()` has not been called for `idle_s` seconds."""
+
+    def __init__(self, idle_s: float, expire: Callable[[], None]) -> None:
+        self._idle_s = idle_s
+        self._expire = expire
+        self._last = time.monotonic()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="agentcore-stream-idle", daemon=True)
+        self._thread.start()
+
+    def touch(self) -> None:
+        self._last = time.monotonic()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _run(self) -> None:
+        wait = self._idle_s
+        while not self._stopped.wait(wait):
+            quiet = time.monotonic() - self._last
+            if quiet >= self._idle_s:
+                self._expire()
                 return
-            yield data
+            wait = self._idle_s - quiet
 
 
-def _shutdown(sock: socket.socket | None) -> None:
-    if sock is None:
-        return
+def _dup(sock: socket.socket) -> int:
+    import os
+
+    return os.dup(sock.fileno())
+
+
+def _shutdown(sock: socket.socket) -> None:
     try:
         sock.shutdown(socket.SHUT_RDWR)
     except OSError:
@@ -121,38 +192,76 @@ def _new_session() -> Any:
     return s
 
 
+def _current() -> Call | None:
+    return getattr(_local, "call", None)
+
+
+def _create_connection(conn: Any) -> socket.socket:
+    """urllib3's `create_connection`, telling the current Call each socket before it connects."""
+    from urllib3.util.connection import _set_socket_options, allowed_gai_family
+    from urllib3.util.timeout import _DEFAULT_TIMEOUT
+
+    host = conn._dns_host.strip("[]")
+    error: OSError | None = None
+    for family, kind, proto, _, address in socket.getaddrinfo(
+        host, conn.port, allowed_gai_family(), socket.SOCK_STREAM
+    ):
+        sock = socket.socket(family, kind, proto)
+        try:
+            _set_socket_options(sock, conn.socket_options)
+            if conn.timeout is not _DEFAULT_TIMEOUT:
+                sock.settimeout(conn.timeout)
+            if conn.source_address:
+                sock.bind(conn.source_address)
+            call = _current()
+            if call is not None:
+                call.own(conn, sock)
+            sock.connect(address)
+            return sock
+        except OSError as exc:
+            error = exc
+            sock.close()
+    raise error or OSError("getaddrinfo returns an empty list")
+
+
 def _tracked_adapter_class() -> Any:
-    """An HTTPAdapter whose connections tell the current `Call` about their socket."""
+    """An HTTPAdapter whose connections hand the current `Call` their sockets."""
     from requests.adapters import HTTPAdapter
     from urllib3.connection import HTTPConnection, HTTPSConnection
     from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-
-    def track(conn: Any) -> None:
-        call = getattr(_local, "call", None)
-        if call is not None:
-            call.track(conn)
-
-    def disown(conn: Any) -> None:
-        if conn is not None:
-            with _owners:
-                conn.agentcore_call = None
+    from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
     class Tracked:
-        """Mixed into urllib3's connections: each send tells the current Call its socket."""
+        """Mixed into urllib3's connections: every socket they use is known to the current Call."""
 
-        def connect(self) -> None:
-            super().connect()  # type: ignore[misc]
-            track(self)
+        host: str
+        timeout: Any
+
+        def _new_conn(self) -> socket.socket:
+            # urllib3's own _new_conn, with the socket handed over before connect() blocks.
+            try:
+                return _create_connection(self)
+            except socket.gaierror as e:
+                raise NameResolutionError(self.host, self, e) from e  # type: ignore[arg-type]
+            except TimeoutError as e:
+                message = f"Connection to {self.host} timed out. (connect timeout={self.timeout})"
+                raise ConnectTimeoutError(self, message) from e
+            except OSError as e:
+                raise NewConnectionError(self, f"Failed to establish a new connection: {e}") from e  # type: ignore[arg-type]
 
         def request(self, *args: Any, **kwargs: Any) -> Any:
-            track(self)
+            call = _current()
+            if call is not None:
+                call.own(self, getattr(self, "sock", None))
             return super().request(*args, **kwargs)  # type: ignore[misc]
 
     class Returned:
         """Mixed into the pools: a connection back in the pool belongs to no call until the next send."""
 
         def _put_conn(self, conn: Any) -> None:
-            disown(conn)
+            owner = getattr(conn, "agentcore_call", None) if conn is not None else None
+            if owner is not None:
+                owner.release(conn)
             super()._put_conn(conn)  # type: ignore[misc]
 
     class TrackedHTTPConnection(Tracked, HTTPConnection):  # type: ignore[misc]

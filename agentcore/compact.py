@@ -116,7 +116,7 @@ def _run(
         messages=[{"role": "user", "content": summary_prompt(transcript, system, previous)}],
         system=SUMMARY_SYSTEM,
         base_url=str(connection.get("base_url", "")),
-        api_key=str(connection.get("api_key", "")),
+        api_key=_key(connection.get("api_key")),
         provider=_without_tool_choice(connection.get("provider") or {}),
         stream=bool(connection.get("stream", True)),
         cache=connection.get("cache", True),
@@ -136,6 +136,7 @@ def _run(
             on_event=on_event,
             timeout=connection.get("request_timeout"),
             adapter=model,
+            idle_timeout=connection.get("stream_idle_timeout"),
         )
 
     if retry is None:
@@ -219,6 +220,11 @@ def _excerpt(text: str, limit: int) -> str:
     marker = f"\n[... {len(text) - limit} characters omitted ...]\n"
     keep = max(limit - len(marker), 0)
     return text[: keep * 2 // 3] + marker + text[len(text) - keep // 3 :]
+
+
+def _key(api_key: Any) -> Any:
+    """A key function stays a function: `llm.complete` calls it before every attempt."""
+    return api_key if callable(api_key) else str(api_key or "")
 
 
 def _budget_chars(max_context_tokens: float, ratio: float, system: str, previous: str | None) -> int:

@@ -9,6 +9,7 @@ history would poison every later turn, so nothing is written before the config i
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -72,6 +73,7 @@ DEFAULTS: dict[str, Any] = {
     "retry_max_elapsed": None,
     "retry": None,
     "request_timeout": None,
+    "stream_idle_timeout": None,
     "no_tool_prompt": NO_TOOL_PROMPT,
     "no_tool_rounds": 3,
 }
@@ -87,8 +89,16 @@ _COUNTS = (
     "max_tokens",
 )
 _INFINITE_ALLOWED = ("no_tool_rounds", "max_context_tokens")
-_SECONDS = ("retry_base_delay", "retry_max_delay", "retry_max_elapsed", "request_timeout")
-_STRINGS = ("base_url", "api_key", "system", "no_tool_prompt")
+_SECONDS = (
+    "retry_base_delay",
+    "retry_max_delay",
+    "retry_max_elapsed",
+    "request_timeout",
+    "stream_idle_timeout",
+)
+_STRINGS = ("system", "no_tool_prompt")
+# scheme://host, then an optional port and path: what `requests` can reach.
+_BASE_URL = re.compile(r"^https?://[^/\s?#:@]+(:\d+)?([/?#]\S*)?$", re.IGNORECASE)
 
 
 class Config(dict[str, Any]):
@@ -97,13 +107,17 @@ class Config(dict[str, Any]):
     def __repr__(self) -> str:
         shown = dict(self)
         if shown.get("api_key"):
-            shown["api_key"] = mask(shown["api_key"])
+            shown["api_key"] = _masked_key(shown["api_key"])
         compact = shown.get("compact")
         if isinstance(compact, dict) and compact.get("api_key"):
-            shown["compact"] = {**compact, "api_key": mask(compact["api_key"])}
+            shown["compact"] = {**compact, "api_key": _masked_key(compact["api_key"])}
         return f"Config({shown!r})"
 
     __str__ = __repr__
+
+
+def _masked_key(key: Any) -> str:
+    return "<api_key function>" if callable(key) else mask(key)
 
 
 def resolve(overrides: Mapping[str, Any] | None) -> Config:
@@ -118,13 +132,26 @@ def merge(base: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> Confi
     merged = Config(copy_config(dict(base)))
     for key, value in (overrides or {}).items():
         if key not in DEFAULTS:
-            raise AgentError(f"unknown config key {key!r}", kind="config")
+            raise AgentError(f"unknown config key {key!r}{_hint(key)}", kind="config")
         if key in _MERGED_BY_KEY and isinstance(value, Mapping) and isinstance(merged.get(key), dict):
             merged[key] = {**merged[key], **copy_config(dict(value))}
         else:
             merged[key] = copy_config(value)
     validate(merged)
     return merged
+
+
+def _hint(key: Any) -> str:
+    """Where an unknown key probably belongs: `provider`, or a close spelling."""
+    if not isinstance(key, str):
+        return ""
+    if key in PROVIDER_KEYS:
+        return f"; {key!r} is a generation parameter: it belongs in provider, e.g. config={{'provider': {{{key!r}: ...}}}}"
+    close = difflib.get_close_matches(key, [*DEFAULTS, *PROVIDER_KEYS], n=1)
+    if not close:
+        return ""
+    where = f"provider[{close[0]!r}]" if close[0] in PROVIDER_KEYS else repr(close[0])
+    return f"; did you mean {where}?"
 
 
 def copy_config(value: Any) -> Any:
@@ -162,11 +189,28 @@ def _check(key: str, value: Any) -> None:
     elif key in _STRINGS:
         if not isinstance(value, str):
             _fail(key, value, "must be a string")
+    elif key == "base_url":
+        _check_base_url(key, value)
+    elif key == "api_key":
+        _check_api_key(key, value)
     elif key in ("stream",):
         if not isinstance(value, bool):
             _fail(key, value, "must be True or False")
     else:
         _CHECKS[key](key, value)
+
+
+def _check_base_url(key: str, value: Any) -> None:
+    """An empty URL is allowed until a request needs one (an adapter object needs none)."""
+    if not isinstance(value, str):
+        _fail(key, value, "must be a string")
+    if value and not _BASE_URL.match(value):
+        _fail(key, value, "must be an http:// or https:// URL with a host, e.g. https://api.openai.com/v1")
+
+
+def _check_api_key(key: str, value: Any) -> None:
+    if not isinstance(value, str) and not callable(value):
+        _fail(key, value, "must be a string or a function () -> str")
 
 
 def _check_count(key: str, value: Any) -> None:
@@ -217,7 +261,7 @@ def _check_provider(key: str, value: Any) -> None:
     unknown = sorted(set(value) - PROVIDER_KEYS)
     if unknown:
         raise AgentError(
-            f"unknown {key} key(s) {', '.join(map(repr, unknown))}; "
+            f"unknown {key} key(s) {', '.join(map(repr, unknown))}{_close(unknown, PROVIDER_KEYS)}; "
             f"vendor-specific fields go in {key}['body']",
             kind="config",
         )
@@ -239,9 +283,10 @@ def _check_compact(key: str, value: Any) -> None:
         _check_choice(PROTOCOLS)("compact.protocol", value["protocol"])
     if "provider" in value and value["provider"] is not None:
         _check_provider("compact.provider", value["provider"])
-    for name in ("base_url", "api_key"):
-        if name in value and not isinstance(value[name], str):
-            _fail(f"compact.{name}", value[name], "must be a string")
+    if "base_url" in value:
+        _check_base_url("compact.base_url", value["base_url"])
+    if "api_key" in value:
+        _check_api_key("compact.api_key", value["api_key"])
     if "model" in value:
         _check_model("compact.model", value["model"])
 
@@ -291,9 +336,19 @@ def _check_keys(key: str, value: Mapping[str, Any], allowed: frozenset[str]) -> 
     unknown = sorted(set(value) - allowed)
     if unknown:
         raise AgentError(
-            f"unknown {key} key(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(sorted(allowed))}",
+            f"unknown {key} key(s) {', '.join(map(repr, unknown))}{_close(unknown, allowed)}; "
+            f"allowed: {', '.join(sorted(allowed))}",
             kind="config",
         )
+
+
+def _close(unknown: list[Any], allowed: frozenset[str]) -> str:
+    guesses = [
+        f"{match[0]!r}" if len(unknown) == 1 else f"{match[0]!r} for {name!r}"
+        for name in unknown
+        if isinstance(name, str) and (match := difflib.get_close_matches(name, sorted(allowed), n=1))
+    ]
+    return f" (did you mean {', '.join(guesses)}?)" if guesses else ""
 
 
 def _check_adapter_config(config: Mapping[str, Any]) -> None:
@@ -320,6 +375,8 @@ def is_adapter(value: Any) -> bool:
 
 def _fail(key: str, value: Any, why: str) -> None:
     shown = mask(value) if key.endswith("api_key") and isinstance(value, str) else repr(value)
+    if key.endswith("base_url") and isinstance(value, str):
+        shown = repr(value)
     if len(shown) > 80:
         shown = shown[:77] + "..."
     raise AgentError(f"config {key} {why} (got {shown})", kind="config")

@@ -10,10 +10,11 @@ This is the only module (with its transport `_http.py`) that touches `requests`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from ._utils.cancel import Signal, child
@@ -57,7 +58,7 @@ class ModelAdapter(Protocol):
 def chat(
     *,
     base_url: str = "",
-    api_key: str = "",
+    api_key: str | Callable[[], str] = "",
     model: Any,
     messages: Sequence[Mapping[str, Any]],
     system: str = "",
@@ -73,6 +74,7 @@ def chat(
     on_llm_event: EventCallback | None = None,
     cancel: threading.Event | None = None,
     request_timeout: float | None = None,
+    stream_idle_timeout: float | None = None,
 ) -> LLMResult:
     """Send exactly one request to a model and return what it answered.
 
@@ -80,7 +82,9 @@ def chat(
         messages: history-format messages (no system message; pass `system`).
         tools: tool schemas: a ToolSet, its `schema` mapping, or a list of
             `{"name", "description", "input_schema"}` dicts.
+        api_key: the key, or a function returning it (called before the request).
         cancel: a `threading.Event`; setting it cuts the connection and raises `aborted`.
+        stream_idle_timeout: seconds a stream may deliver no byte before it fails (`timeout`).
 
     Raises:
         AgentError: with `kind` auth / limit / timeout / server / network / request / unknown /
@@ -119,7 +123,13 @@ def chat(
     signal, unfollow = child(cancel)
     try:
         return complete(
-            request, protocol, cancel=signal, on_event=on_llm_event, timeout=request_timeout, adapter=model
+            request,
+            protocol,
+            cancel=signal,
+            on_event=on_llm_event,
+            timeout=request_timeout,
+            adapter=model,
+            idle_timeout=stream_idle_timeout,
         )
     finally:
         unfollow()
@@ -149,19 +159,51 @@ def complete(
     on_event: EventCallback | None,
     timeout: float | None,
     adapter: Any = None,
+    idle_timeout: float | None = None,
 ) -> LLMResult:
-    """One request with a neutral `Request`: through a custom adapter object or a built-in protocol."""
+    """One request with a neutral `Request`: through a custom adapter object or a built-in protocol.
+
+    A callable `request.api_key` is called here, once per HTTP attempt (expiring tokens).
+    """
     if cancel is not None and cancel.is_set():
         raise AgentError("the request was cancelled", kind="aborted")
     if adapter is not None and not isinstance(adapter, str):
         return _custom(adapter, request, cancel, on_event, timeout)
+    _check_base_url(request.base_url)
+    request = _with_current_key(request)
     secrets = _secrets(request)
     try:
-        return _http_request(request, protocol, cancel, on_event, timeout, secrets)
+        return _http_request(request, protocol, cancel, on_event, (timeout, idle_timeout), secrets)
     except AgentError as error:
         if cancel is not None and cancel.is_set() and error.kind != "aborted":
             raise AgentError("the request was cancelled", kind="aborted", cause=error) from error
         raise
+
+
+def _with_current_key(request: Request) -> Request:
+    key: Any = request.api_key
+    if not callable(key):
+        return request
+    try:
+        value = key()
+    except Exception as exc:
+        # Likely a token service that failed: retried like a rejected key.
+        raise AgentError(
+            f"the api_key function raised {type(exc).__name__}: {exc}", kind="auth", cause=exc
+        ) from exc
+    if not isinstance(value, str):
+        raise AgentError(
+            f"the api_key function must return a str, got {type(value).__name__}", kind="config"
+        )
+    return dataclasses.replace(request, api_key=value)
+
+
+def _check_base_url(base_url: str) -> None:
+    if not base_url:
+        raise AgentError(
+            "config base_url is empty: set it to the API root, e.g. https://api.openai.com/v1",
+            kind="config",
+        )
 
 
 def _custom(
@@ -199,11 +241,13 @@ def _http_request(
     protocol: str,
     cancel: Signal | None,
     on_event: EventCallback | None,
-    timeout: float | None,
+    timeouts: tuple[float | None, float | None],
     secrets: list[str],
 ) -> LLMResult:
+    """POST the request; read the reply as SSE whenever a stream was asked for (and it is not JSON)."""
     from ._http import Call
 
+    timeout, idle_timeout = timeouts
     adapter = get_adapter(protocol)
     wire = adapter.build(request)
     body = json.dumps(wire.body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -214,10 +258,36 @@ def _http_request(
         response = _post(call, wire.url, body, headers, timeout, secrets)
         if response.status_code >= 400:
             raise _status_error(adapter, response, secrets)
-        content_type = response.headers.get("Content-Type", "")
-        if request.stream and "event-stream" in content_type:
-            return _read_stream(call, response, adapter.stream(request), on_event, secrets)
-        return _read_json(call, response, adapter, request, on_event, secrets)
+        chunks = _guarded_chunks(call, response, secrets, idle_timeout if request.stream else None)
+        if request.stream:
+            # Some servers send SSE without its content type; the official SDKs go by the
+            # request's stream flag. A server that ignored the flag answers with a JSON object.
+            first = _first_chunk(chunks)
+            chunks = _prepend(first, chunks)
+            if not _is_json(response, first):
+                return _read_stream(call, response, chunks, adapter.stream(request), on_event, secrets)
+        return _read_json(response, chunks, adapter, request, on_event, secrets)
+
+
+def _first_chunk(chunks: Iterator[bytes]) -> bytes:
+    for chunk in chunks:
+        if chunk.strip():
+            return chunk
+    return b""
+
+
+def _prepend(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
+    if first:
+        yield first
+    yield from rest
+
+
+def _is_json(response: Any, first: bytes) -> bool:
+    """A JSON content type is believed; without one, a body opening with `{` or `[` is JSON."""
+    content_type = response.headers.get("Content-Type", "").lower()
+    if "event-stream" in content_type:
+        return False
+    return "json" in content_type or first.lstrip()[:1] in (b"{", b"[")
 
 
 def _post(
@@ -236,6 +306,8 @@ def _post(
 def _transport_error(call: Any, exc: BaseException, kind: str, secrets: list[str]) -> AgentError:
     if call.aborted:
         return AgentError("the request was cancelled", kind="aborted", cause=exc)
+    if call.idle_expired:
+        return _idle_error(call.idle_s, exc)
     if kind == "network" and _is_timeout(exc):
         kind = "timeout"
     what = "timed out" if kind == "timeout" else "failed"
@@ -285,14 +357,14 @@ def _read_limited(response: Any) -> str:
 
 
 def _read_json(
-    call: Any,
     response: Any,
+    chunks: Iterator[bytes],
     adapter: Any,
     request: Request,
     on_event: EventCallback | None,
     secrets: list[str],
 ) -> LLMResult:
-    data = b"".join(_guarded_chunks(call, response, secrets))
+    data = b"".join(chunks)
     status = int(response.status_code)
     try:
         body = json.loads(data)
@@ -324,11 +396,16 @@ def _read_json(
 
 
 def _read_stream(
-    call: Any, response: Any, parser: StreamParser, on_event: EventCallback | None, secrets: list[str]
+    call: Any,
+    response: Any,
+    chunks: Iterator[bytes],
+    parser: StreamParser,
+    on_event: EventCallback | None,
+    secrets: list[str],
 ) -> LLMResult:
     sse = SSEParser()
     status = int(response.status_code)
-    for chunk in _guarded_chunks(call, response, secrets):
+    for chunk in chunks:
         for event in sse.feed(chunk):
             _feed(parser, event, on_event, status, secrets)
     for event in sse.flush():
@@ -369,18 +446,31 @@ def _feed(
         _emit(on_event, item)
 
 
-def _guarded_chunks(call: Any, response: Any, secrets: list[str]) -> Any:
+def _guarded_chunks(
+    call: Any, response: Any, secrets: list[str], idle_timeout: float | None
+) -> Iterator[bytes]:
     """Body chunks; transport failures become network/timeout errors, a cancel becomes aborted."""
-    iterator = call.chunks(response)
+    iterator = call.chunks(response, idle_timeout)
     while True:
         try:
             chunk = next(iterator)
         except StopIteration:
-            return
+            break
         except Exception as exc:
             kind = "timeout" if _is_timeout(exc) else "network"
             raise _transport_error(call, exc, kind, secrets) from exc
         yield chunk
+    if call.idle_expired and not call.aborted:
+        # The cut by the idle watch may read as a clean end of a close-delimited body.
+        raise _idle_error(idle_timeout)
+
+
+def _idle_error(idle_timeout: float | None, cause: BaseException | None = None) -> AgentError:
+    return AgentError(
+        f"the stream delivered no data for {idle_timeout} s (stream_idle_timeout)",
+        kind="timeout",
+        cause=cause,
+    )
 
 
 def _redact_error(error: AgentError, secrets: list[str]) -> None:

@@ -205,6 +205,7 @@ def _attempt_in(state: Run, reminder: bool, mode: str) -> tuple[LLMResult, Any]:
             on_event=_event_sink(state, partial),
             timeout=config["request_timeout"],
             adapter=config["model"],
+            idle_timeout=config["stream_idle_timeout"],
         )
     except AgentError as error:
         if error.kind != "aborted":
@@ -347,6 +348,7 @@ def compact_connection(config: Mapping[str, Any]) -> dict[str, Any]:
         "cache": config["cache"],
         "capabilities": config["capabilities"],
         "request_timeout": config["request_timeout"],
+        "stream_idle_timeout": config["stream_idle_timeout"],
     }
     connection.update({k: v for k, v in overrides.items() if v is not None})
     return connection

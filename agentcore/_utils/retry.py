@@ -118,10 +118,30 @@ def call(
             if policy.max_elapsed is not None and now() - started + wait > policy.max_elapsed:
                 raise
             retries += 1
+            _log_retry(error, retries, wait)
             if on_retry is not None:
                 on_retry({"attempt": retries, "error": error, "delay": wait})
             if _wait(wait, cancel, sleep):
-                raise AgentError("the request was cancelled", kind="aborted", cause=error) from error
+                raise AgentError(
+                    f"the request was cancelled while waiting to retry after: {error.message}",
+                    kind="aborted",
+                    cause=error,
+                ) from error
+
+
+def _log_retry(error: AgentError, attempt: int, wait: float) -> None:
+    """Every retry is visible: a misconfigured agent (wrong port, key, host) is never silent.
+
+    `error.message` is already redacted by the HTTP layer, which knows the keys.
+    """
+    log.warning(
+        "model request failed (kind=%s, status=%s); retry %d in %.2f s: %s",
+        error.kind,
+        error.status,
+        attempt,
+        wait,
+        error.message,
+    )
 
 
 def _wait(seconds: float, cancel: Signal | None, sleep: Callable[[float], bool] | None) -> bool:
