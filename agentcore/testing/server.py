@@ -9,6 +9,21 @@ Each model request pops the next script item (items are described in docs/INTERN
 `script.py`); the request path picks the protocol encoder. The server serves from
 construction until `close()`, which ends every connection, stalled ones included, and joins
 every thread it started.
+
+Real servers handle connections in ways a client must survive; the constructor options give
+each of them (they combine freely):
+
+    ModelServer(keep_alive=False)        # `Connection: close` on every response, then hang up
+    ModelServer(http10=True)             # HTTP/1.0: no chunks, no lengths, bodies ended by close
+    ModelServer(chunked=False)           # streams without Transfer-Encoding, ended by close
+    ModelServer(content_length=False)    # plain bodies without Content-Length, ended by close
+    ModelServer(tls=(certfile, keyfile)) # HTTPS (`base_url` is https://localhost:<port>/v1)
+    ModelServer(event_stream_type=None)  # SSE sent with no Content-Type at all
+
+and two script item keys act before any byte of the response: `{"stall_before_headers": True}`
+(read the request, then go quiet until the client leaves) and `{"reset_before_headers": True}`
+(read the request, then reset the connection). `server.stalled` is set when any scripted stall
+begins, so a test can act at that moment.
 """
 
 from __future__ import annotations
@@ -18,6 +33,8 @@ import logging
 import select
 import socket
 import socketserver
+import ssl
+import struct
 import threading
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -34,6 +51,8 @@ logger = logging.getLogger(__name__)
 _JOIN_TIMEOUT_S = 5.0
 _STALL_POLL_S = 0.05
 _SSE_TYPE = "text/event-stream; charset=utf-8"
+# Item keys the server acts on itself (before any encoder runs).
+_SERVER_KEYS = frozenset({"stall_before_headers", "reset_before_headers"})
 
 
 class ModelServer:
@@ -46,7 +65,19 @@ class ModelServer:
         port: the TCP port; `base_url` is `http://127.0.0.1:<port>/v1`.
     """
 
-    def __init__(self, script: Iterable[Item] = (), *, default: Item | None = None, port: int = 0) -> None:
+    def __init__(
+        self,
+        script: Iterable[Item] = (),
+        *,
+        default: Item | None = None,
+        port: int = 0,
+        keep_alive: bool = True,
+        http10: bool = False,
+        chunked: bool = True,
+        content_length: bool = True,
+        tls: tuple[str, str] | ssl.SSLContext | None = None,
+        event_stream_type: str | None = _SSE_TYPE,
+    ) -> None:
         """Bind and start serving.
 
         Args:
@@ -54,8 +85,25 @@ class ModelServer:
             default: the item used once the script is exhausted; without it the reply is
                 the text "(script exhausted)".
             port: the port to bind (0 picks a free one).
+            keep_alive: False sends `Connection: close` with every response and hangs up
+                after it (the client's `http.client` then hands the socket to the response).
+            http10: answer as HTTP/1.0: no chunked encoding and no Content-Length; every
+                body is ended by closing the connection.
+            chunked: False sends streams without Transfer-Encoding, ended by close.
+            content_length: False sends plain (non-stream) bodies without Content-Length,
+                ended by close.
+            tls: serve HTTPS with this certificate and key (`(certfile, keyfile)`) or a
+                server-side `ssl.SSLContext`; `base_url` then names host `localhost`.
+            event_stream_type: the Content-Type of streams; None sends none at all.
         """
-        self._extra_keys = encoders.extra_keys()
+        self._extra_keys = encoders.extra_keys() | _SERVER_KEYS
+        self.keep_alive = keep_alive and not http10
+        self.http10 = http10
+        self.chunked = chunked and not http10
+        self.content_length = content_length and not http10
+        self.event_stream_type = event_stream_type
+        self._tls = _server_context(tls)
+        self.stalled = threading.Event()
         if default is not None:
             check(default, self._extra_keys)
         self._default: Item = default if default is not None else {"text": EXHAUSTED_TEXT}
@@ -82,6 +130,8 @@ class ModelServer:
 
     @property
     def base_url(self) -> str:
+        if self._tls is not None:
+            return f"https://localhost:{self.port}/v1"
         return f"http://127.0.0.1:{self.port}/v1"
 
     @property
@@ -177,14 +227,28 @@ class ModelServer:
 
     def _serve_connection(self, sock: socket.socket, address: Any) -> None:
         try:
+            if self._tls is not None:
+                sock = self._handshake(sock)
             _Handler(sock, address, cast(socketserver.BaseServer, self))
         except OSError:
-            pass  # the client went away, a scripted drop, or close()
+            pass  # the client went away, a failed handshake, a scripted drop, or close()
         finally:
             sock.close()
             with self._lock:
                 self._sockets.discard(sock)
                 self._threads.discard(threading.current_thread())
+
+    def _handshake(self, raw: socket.socket) -> socket.socket:
+        """Wrap `raw` in TLS; the wrapped socket replaces it in the set close() shuts down."""
+        assert self._tls is not None
+        wrapped = self._tls.wrap_socket(raw, server_side=True, do_handshake_on_connect=False)
+        with self._lock:
+            self._sockets.discard(raw)
+            self._sockets.add(wrapped)
+        if self._closing.is_set():
+            _shutdown(wrapped)
+        wrapped.do_handshake()
+        return wrapped
 
     # ------------------------------------------------------------ script
 
@@ -210,13 +274,19 @@ class ModelServer:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    """One client connection: HTTP/1.1 keep-alive, each model request answered from the script."""
+    """One client connection: HTTP/1.1 keep-alive (unless the server's options say otherwise),
+    each model request answered from the script."""
 
     protocol_version = "HTTP/1.1"
 
     @property
     def owner(self) -> ModelServer:
         return cast(ModelServer, self.server)
+
+    def setup(self) -> None:
+        super().setup()
+        if self.owner.http10:
+            self.protocol_version = "HTTP/1.0"
 
     def log_message(self, format: str, *args: Any) -> None:
         """Silent: a per-request stderr line would cost more than the reply."""
@@ -239,6 +309,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if reply.delay and self.owner._closing.wait(reply.delay):
             self.close_connection = True
+            return
+        if reply.item.get("reset_before_headers"):
+            self._reset()
+            return
+        if reply.item.get("stall_before_headers"):
+            self._stall()
             return
         try:
             self._answer(encoder, reply, recorded)
@@ -279,7 +355,8 @@ class _Handler(BaseHTTPRequestHandler):
         reply: Reply | None = None,
     ) -> None:
         """A whole body with Content-Length; `drop_after`/`stall_after` count body bytes here."""
-        self._send_head(status, {"Content-Type": content_type, "Content-Length": str(len(body))}, headers)
+        framing = {"Content-Length": str(len(body))} if self.owner.content_length else {}
+        self._send_head(status, {"Content-Type": content_type, **framing}, headers)
         cut = _cut_point(reply)
         if cut is None or cut >= len(body):
             self.wfile.write(body)
@@ -288,9 +365,15 @@ class _Handler(BaseHTTPRequestHandler):
         self._interrupt(cast(Reply, reply))
 
     def _send_stream(self, reply: Reply, chunks: Iterator[bytes]) -> None:
-        """SSE with chunked transfer encoding: one HTTP chunk per event, so the connection stays reusable."""
-        head = {"Content-Type": _SSE_TYPE, "Cache-Control": "no-cache"}
-        self._send_head(reply.status, {**head, "Transfer-Encoding": "chunked"}, reply.headers)
+        """SSE with chunked transfer encoding: one HTTP chunk per event, so the connection stays
+        reusable (or, with `chunked=False` / `http10=True`, raw bytes ended by close)."""
+        chunked = self.owner.chunked
+        content_type = self.owner.event_stream_type
+        head = {"Content-Type": content_type} if content_type else {}
+        head["Cache-Control"] = "no-cache"
+        if chunked:
+            head["Transfer-Encoding"] = "chunked"
+        self._send_head(reply.status, head, reply.headers)
         cut = _cut_point(reply)
         for sent, chunk in enumerate(chunks):
             if sent == cut:
@@ -300,14 +383,21 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 return
             if chunk:
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
         if cut is not None:
             self._interrupt(reply)
             return
-        self.wfile.write(b"0\r\n\r\n")
+        if chunked:
+            self.wfile.write(b"0\r\n\r\n")
 
     def _send_head(self, status: int, defaults: dict[str, str], extra: dict[str, str]) -> None:
         self.send_response(status)
+        framed = "Content-Length" in defaults or "Transfer-Encoding" in defaults
+        if not self.owner.keep_alive or not framed:
+            # A body without a length or chunks can only be ended by closing the connection.
+            self.close_connection = True
+            if not self.owner.http10:
+                defaults = {**defaults, "Connection": "close"}
         overridden = {name.lower() for name in extra}
         for name, value in defaults.items():
             if name.lower() not in overridden:
@@ -320,13 +410,27 @@ class _Handler(BaseHTTPRequestHandler):
         """Apply `drop_after` (hang up) or `stall_after` (go quiet until the client leaves)."""
         self.close_connection = True
         if reply.drop_after is not None:
+            self.wfile.flush()
             _shutdown(self.connection)
             return
+        self._stall()
+
+    def _stall(self) -> None:
+        """Go quiet until the client leaves (or close()); `server.stalled` tells the test."""
+        self.close_connection = True
+        self.wfile.flush()
+        self.owner.stalled.set()
         while not self.owner._closing.is_set():
             readable, _, _ = select.select([self.connection], [], [], _STALL_POLL_S)
             # Readable means the client hung up (b"") or sent bytes, which are discarded.
             if readable and not self.connection.recv(4096):
                 return
+
+    def _reset(self) -> None:
+        """End the connection with a TCP reset (SO_LINGER 0), before any byte of a response."""
+        self.close_connection = True
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        socket.socket.close(self.connection)
 
     # ------------------------------------------------------------ requests
 
@@ -342,6 +446,14 @@ class _Handler(BaseHTTPRequestHandler):
             body=_parse_json(raw),
             raw=raw,
         )
+
+
+def _server_context(tls: tuple[str, str] | ssl.SSLContext | None) -> ssl.SSLContext | None:
+    if tls is None or isinstance(tls, ssl.SSLContext):
+        return tls
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*tls)
+    return context
 
 
 def _cut_point(reply: Reply | None) -> int | None:
