@@ -142,6 +142,7 @@ class Agent:
         """
         self._refuse_inside_run("send")
         merged = _config.merge(self._config, config)
+        _config.check_sendable(merged)
         message = _user_message(input, merged)
         overrides = _Overrides(
             merged, _check_history(history), _send_tools(tools), _check_callbacks(callbacks, config=True)
@@ -162,6 +163,7 @@ class Agent:
         """
         self._refuse_inside_run("resume")
         merged = _config.merge(self._config, config)
+        _config.check_sendable(merged)
         overrides = _Overrides(merged, None, None, _check_callbacks(callbacks, config=True))
         last = self.history[-1].get("role") if self.history else None
         if last not in ("assistant", "tool"):

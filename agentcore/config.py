@@ -98,7 +98,8 @@ _SECONDS = (
 )
 _STRINGS = ("system", "no_tool_prompt")
 # scheme://host, then an optional port and path: what `requests` can reach.
-_BASE_URL = re.compile(r"^https?://[^/\s?#:@]+(:\d+)?([/?#]\S*)?$", re.IGNORECASE)
+_CLOSE = 0.75  # difflib similarity for a "did you mean" (typos, not merely related words)
+_BASE_URL = re.compile(r"^https?://(\[[0-9a-f:.]+\]|[^/\s?#:@\[\]]+)(:\d+)?([/?#]\S*)?$", re.IGNORECASE)
 
 
 class Config(dict[str, Any]):
@@ -147,7 +148,7 @@ def _hint(key: Any) -> str:
         return ""
     if key in PROVIDER_KEYS:
         return f"; {key!r} is a generation parameter: it belongs in provider, e.g. config={{'provider': {{{key!r}: ...}}}}"
-    close = difflib.get_close_matches(key, [*DEFAULTS, *PROVIDER_KEYS], n=1)
+    close = difflib.get_close_matches(key, [*DEFAULTS, *PROVIDER_KEYS], n=1, cutoff=_CLOSE)
     if not close:
         return ""
     where = f"provider[{close[0]!r}]" if close[0] in PROVIDER_KEYS else repr(close[0])
@@ -198,6 +199,16 @@ def _check(key: str, value: Any) -> None:
             _fail(key, value, "must be True or False")
     else:
         _CHECKS[key](key, value)
+
+
+def check_sendable(config: Mapping[str, Any]) -> None:
+    """What a send needs beyond valid values: a built-in protocol needs a server to talk to."""
+    if not is_adapter(config.get("model")) and not config.get("base_url"):
+        raise AgentError(
+            "config base_url is empty: set it to the API root, e.g. https://api.openai.com/v1 "
+            "or http://127.0.0.1:8080/v1",
+            kind="config",
+        )
 
 
 def _check_base_url(key: str, value: Any) -> None:
@@ -346,7 +357,8 @@ def _close(unknown: list[Any], allowed: frozenset[str]) -> str:
     guesses = [
         f"{match[0]!r}" if len(unknown) == 1 else f"{match[0]!r} for {name!r}"
         for name in unknown
-        if isinstance(name, str) and (match := difflib.get_close_matches(name, sorted(allowed), n=1))
+        if isinstance(name, str)
+        and (match := difflib.get_close_matches(name, sorted(allowed), n=1, cutoff=_CLOSE))
     ]
     return f" (did you mean {', '.join(guesses)}?)" if guesses else ""
 
