@@ -147,7 +147,8 @@ def _hint(key: Any) -> str:
     if not isinstance(key, str):
         return ""
     if key in PROVIDER_KEYS:
-        return f"; {key!r} is a generation parameter: it belongs in provider, e.g. config={{'provider': {{{key!r}: ...}}}}"
+        example = f"config={{'provider': {{{key!r}: ...}}}}"
+        return f"; {key!r} is a generation parameter: it belongs in provider, e.g. {example}"
     close = difflib.get_close_matches(key, [*DEFAULTS, *PROVIDER_KEYS], n=1, cutoff=_CLOSE)
     if not close:
         return ""

@@ -111,7 +111,7 @@ def chat(
         system=system,
         tools=tool_schemas(tools),
         base_url=base_url,
-        api_key=api_key,
+        api_key=api_key,  # type: ignore[arg-type]  # a key function is called by complete()
         provider=dict(provider or {}),
         stream=stream,
         cache=dict(cache) if isinstance(cache, Mapping) else cache,
@@ -192,9 +192,7 @@ def _with_current_key(request: Request) -> Request:
             f"the api_key function raised {type(exc).__name__}: {exc}", kind="auth", cause=exc
         ) from exc
     if not isinstance(value, str):
-        raise AgentError(
-            f"the api_key function must return a str, got {type(value).__name__}", kind="config"
-        )
+        raise AgentError(f"the api_key function must return a str, got {type(value).__name__}", kind="config")
     return dataclasses.replace(request, api_key=value)
 
 

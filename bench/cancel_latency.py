@@ -13,6 +13,7 @@ API.md promises ≤ 100 ms in every cell.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import statistics
 import sys
@@ -24,10 +25,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "wire"))
 
-from phases import cases, scenario  # noqa: E402
+from phases import cases, scenario
 
-from agentcore import Agent, AgentError  # noqa: E402
-from agentcore.testing.tls import self_signed  # noqa: E402
+from agentcore import Agent, AgentError
+from agentcore.testing.tls import self_signed
 
 BOUND_S = 20.0
 
@@ -63,7 +64,7 @@ def one_try(phase: str, behaviour: str, cert: tuple[str, str], method: str) -> f
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def main() -> None:
@@ -71,9 +72,11 @@ def main() -> None:
     parser.add_argument("--tries", type=int, default=20)
     parser.add_argument("--only", default="", help="run only phases containing this text")
     args = parser.parse_args()
+    logging.getLogger("agentcore").setLevel(logging.ERROR)  # the retry-wait scenario logs its retry
     cert = self_signed(tempfile.mkdtemp())
     os.environ["REQUESTS_CA_BUNDLE"] = cert[0]
-    print(f"{'phase':<11} {'server':<12} {'stop p50':>9} {'stop p99':>9} {'event p50':>10} {'event p99':>10}  (ms)")
+    columns = ("stop p50", "stop p99", "event p50", "event p99")
+    print(f"{'phase':<11} {'server':<12} " + " ".join(f"{c:>10}" for c in columns) + "  (ms)")
     worst = 0.0
     for phase, behaviour in cases():
         if args.only and args.only not in phase:
@@ -83,7 +86,7 @@ def main() -> None:
             samples = [one_try(phase, behaviour, cert, method) * 1000 for _ in range(args.tries)]
             row += [statistics.median(samples), percentile(samples, 0.99)]
             worst = max(worst, max(samples))
-        print(f"{phase:<11} {behaviour:<12} {row[0]:9.2f} {row[1]:9.2f} {row[2]:10.2f} {row[3]:10.2f}", flush=True)
+        print(f"{phase:<11} {behaviour:<12} " + " ".join(f"{v:10.2f}" for v in row), flush=True)
     print(f"worst single cancel: {worst:.2f} ms (promise: 100 ms)")
 
 

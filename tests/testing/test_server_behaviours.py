@@ -19,10 +19,15 @@ from agentcore.testing.tls import self_signed
 CHAT = "/v1/chat/completions"
 
 
-def _raw(server: ModelServer, *, stream: bool, version: str = "HTTP/1.1", sock: socket.socket | None = None) -> bytes:
+def _raw(
+    server: ModelServer, *, stream: bool, version: str = "HTTP/1.1", sock: socket.socket | None = None
+) -> bytes:
     """Send one chat request (asking the server to close after it) and read until it closes."""
-    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": stream}).encode()
-    head = f"POST {CHAT} {version}\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    body = json.dumps(
+        {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
+    ).encode()
+    fields = f"Host: x\r\nContent-Length: {len(body)}\r\nConnection: close\r\n"
+    head = f"POST {CHAT} {version}\r\n{fields}\r\n"
     conn = sock or socket.create_connection(("127.0.0.1", server.port))
     conn.settimeout(10)
     conn.sendall(head.encode() + body)
@@ -74,7 +79,9 @@ def test_a_stream_can_come_without_a_content_type() -> None:
 def test_default_framing_is_unchanged() -> None:
     with ModelServer(["one"]) as server:
         _, headers, _ = _head(_raw(server, stream=True))
-    assert headers["content-type"].startswith("text/event-stream") and headers["transfer-encoding"] == "chunked"
+    assert (
+        headers["content-type"].startswith("text/event-stream") and headers["transfer-encoding"] == "chunked"
+    )
     assert "connection" not in headers
 
 
@@ -84,7 +91,9 @@ def test_tls_mode_serves_https_with_the_given_certificate(tmp_path: object) -> N
     with ModelServer(["secure"], tls=(cert, key)) as server:
         assert server.base_url == f"https://localhost:{server.port}/v1"
         context = ssl.create_default_context(cafile=cert)
-        sock = context.wrap_socket(socket.create_connection(("127.0.0.1", server.port)), server_hostname="localhost")
+        sock = context.wrap_socket(
+            socket.create_connection(("127.0.0.1", server.port)), server_hostname="localhost"
+        )
         status, _, body = _head(_raw(server, stream=False, sock=sock))
     assert status.startswith("HTTP/1.1 200") and b"secure" in body
 
@@ -103,9 +112,8 @@ def test_stall_before_headers_sends_nothing_until_the_client_leaves() -> None:
 
 
 def test_reset_before_headers_resets_the_connection() -> None:
-    with ModelServer([{"reset_before_headers": True}]) as server:
-        with pytest.raises(ConnectionResetError):
-            _raw(server, stream=False)
+    with ModelServer([{"reset_before_headers": True}]) as server, pytest.raises(ConnectionResetError):
+        _raw(server, stream=False)
 
 
 def test_a_blackhole_keeps_connect_waiting_and_says_so() -> None:

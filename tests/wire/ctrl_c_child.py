@@ -35,7 +35,7 @@ def one(phase: str, behaviour: str, cert: tuple[str, str]) -> str | None:
             agent.send(s.input)
         except KeyboardInterrupt:
             outcome = "interrupted"
-        except Exception as exc:  # noqa: BLE001 - reported to the test
+        except Exception as exc:
             outcome = f"raised {exc!r}"
         finally:
             ended.set()

@@ -78,9 +78,7 @@ def scenario(phase: str, behaviour: str, cert: tuple[str, str] | None) -> Iterat
         config = {**base, **extra, "base_url": server.base_url}
         if phase == "retry-wait":
             waiting = threading.Event()
-            yield Scenario(
-                server.base_url, config, "hi", waiting.wait, {"on_retry": lambda _: waiting.set()}
-            )
+            yield Scenario(server.base_url, config, "hi", waiting.wait, {"on_retry": lambda _: waiting.set()})
         else:
             yield Scenario(server.base_url, config, "hi", server.stalled.wait)
 

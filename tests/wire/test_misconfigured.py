@@ -85,7 +85,9 @@ def test_a_401_is_retried_with_a_warning_that_hides_the_key(caplog: pytest.LogCa
     caplog.set_level(logging.WARNING, logger="agentcore")
     rejected = {"status": 401, "error": f"Incorrect API key provided: {SECRET}"}
     with ModelServer([rejected, "fine"]) as server:
-        agent = Agent(config={"base_url": server.base_url, "model": "m", "api_key": SECRET, "retry_base_delay": 0})
+        agent = Agent(
+            config={"base_url": server.base_url, "model": "m", "api_key": SECRET, "retry_base_delay": 0}
+        )
         assert agent.send("hi").text == "fine"
         agent.close()
     (record,) = [r for r in caplog.records if "retry" in r.getMessage()]
@@ -101,7 +103,9 @@ def test_a_401_is_retried_with_a_warning_that_hides_the_key(caplog: pytest.LogCa
 def test_a_base_url_without_scheme_and_host_is_a_config_error(url: str) -> None:
     with pytest.raises(AgentError) as info:
         Agent(config={"base_url": url, "model": "m"})
-    assert info.value.kind == "config" and "base_url" in info.value.message and repr(url) in info.value.message
+    assert (
+        info.value.kind == "config" and "base_url" in info.value.message and repr(url) in info.value.message
+    )
 
 
 def test_a_bad_base_url_at_send_writes_nothing(server: ModelServer) -> None:

@@ -24,11 +24,18 @@ def _agent(server: ModelServer, protocol: str, callbacks: Any = None, **config: 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("content_type", [None, "application/octet-stream", "text/plain"])
-def test_a_stream_without_the_sse_content_type_is_read_as_sse(protocol: str, content_type: str | None) -> None:
+def test_a_stream_without_the_sse_content_type_is_read_as_sse(
+    protocol: str, content_type: str | None
+) -> None:
     reply = {"text": LONG, "tool_calls": [{"name": "add", "arguments": {"a": 1}}]}
     with ModelServer([reply], event_stream_type=content_type) as server:
         agent = _agent(server, protocol, max_steps=1)
-        add = {"name": "add", "description": "add", "input_schema": {"type": "object"}, "execute": lambda _: 1}
+        add = {
+            "name": "add",
+            "description": "add",
+            "input_schema": {"type": "object"},
+            "execute": lambda _: 1,
+        }
         agent.tools = __import__("agentcore").tools.adopt([add])
         events: list[dict[str, Any]] = []
         result = agent.send("hi", callbacks={"on_llm_event": events.append})
@@ -41,7 +48,9 @@ def test_a_stream_without_the_sse_content_type_is_read_as_sse(protocol: str, con
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_a_json_error_body_on_a_stream_request_is_the_vendors_error(protocol: str) -> None:
-    with ModelServer(default={"status": 400, "error": "the frobnicator is unknown"}, event_stream_type=None) as server:
+    with ModelServer(
+        default={"status": 400, "error": "the frobnicator is unknown"}, event_stream_type=None
+    ) as server:
         agent = _agent(server, protocol, retry={"skip_codes": [400]})
         with pytest.raises(AgentError) as info:
             agent.send("hi")
@@ -74,7 +83,9 @@ def _json_reply(protocol: str) -> bytes:
 
 @pytest.mark.parametrize("behaviour", [{}, {"chunked": False}, {"keep_alive": False}])
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_a_stream_that_goes_quiet_fails_as_timeout_and_is_retried(protocol: str, behaviour: dict[str, Any]) -> None:
+def test_a_stream_that_goes_quiet_fails_as_timeout_and_is_retried(
+    protocol: str, behaviour: dict[str, Any]
+) -> None:
     stalled = {"text": LONG, "stall_after": 2}
     with ModelServer([stalled, "after the stall"], **behaviour) as server:
         retries: list[dict[str, Any]] = []
