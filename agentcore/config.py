@@ -9,7 +9,6 @@ history would poison every later turn, so nothing is written before the config i
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -144,6 +143,8 @@ def merge(base: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> Confi
 
 def _hint(key: Any) -> str:
     """Where an unknown key probably belongs: `provider`, or a close spelling."""
+    import difflib  # only on the error path: `import agentcore` stays cheap
+
     if not isinstance(key, str):
         return ""
     if key in PROVIDER_KEYS:
@@ -355,6 +356,8 @@ def _check_keys(key: str, value: Mapping[str, Any], allowed: frozenset[str]) -> 
 
 
 def _close(unknown: list[Any], allowed: frozenset[str]) -> str:
+    import difflib
+
     guesses = [
         f"{match[0]!r}" if len(unknown) == 1 else f"{match[0]!r} for {name!r}"
         for name in unknown
