@@ -128,7 +128,8 @@ def test_stop_cuts_a_stalled_stream_from_a_third_party_server(name: str) -> None
             if event["type"] == "text-delta" and event["text"] == WORDS[1]:
                 arrived.set()
 
-        agent = Agent(config={"base_url": server.base_url, "model": "m"}, callbacks={"on_llm_event": on_event})
+        config = {"base_url": server.base_url, "model": "m"}
+        agent = Agent(config=config, callbacks={"on_llm_event": on_event})
         box: dict[str, BaseException] = {}
 
         def run() -> None:
