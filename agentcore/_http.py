@@ -199,7 +199,6 @@ def _current() -> Call | None:
 def _create_connection(conn: Any) -> socket.socket:
     """urllib3's `create_connection`, telling the current Call each socket before it connects."""
     from urllib3.util.connection import _set_socket_options, allowed_gai_family
-    from urllib3.util.timeout import _DEFAULT_TIMEOUT
 
     host = conn._dns_host.strip("[]")
     error: OSError | None = None
@@ -209,7 +208,7 @@ def _create_connection(conn: Any) -> socket.socket:
         sock = socket.socket(family, kind, proto)
         try:
             _set_socket_options(sock, conn.socket_options)
-            if conn.timeout is not _DEFAULT_TIMEOUT:
+            if not _is_default_timeout(conn.timeout):
                 sock.settimeout(conn.timeout)
             if conn.source_address:
                 sock.bind(conn.source_address)
@@ -224,12 +223,24 @@ def _create_connection(conn: Any) -> socket.socket:
     raise error or OSError("getaddrinfo returns an empty list")
 
 
+def _is_default_timeout(value: Any) -> bool:
+    """urllib3 2 marks "no timeout given" with its own sentinel, urllib3 1.26 with the socket module's."""
+    import urllib3.util.timeout
+
+    sentinel = getattr(urllib3.util.timeout, "_DEFAULT_TIMEOUT", None)  # absent in urllib3 1.26
+    return value is sentinel or value is socket._GLOBAL_DEFAULT_TIMEOUT  # type: ignore[attr-defined]
+
+
 def _tracked_adapter_class() -> Any:
     """An HTTPAdapter whose connections hand the current `Call` their sockets."""
+    import urllib3.exceptions
     from requests.adapters import HTTPAdapter
     from urllib3.connection import HTTPConnection, HTTPSConnection
     from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-    from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
+    from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
+
+    # urllib3 1.26 has no NameResolutionError: it reports a failed lookup as a NewConnectionError.
+    NameResolutionError: Any = getattr(urllib3.exceptions, "NameResolutionError", None)
 
     class Tracked:
         """Mixed into urllib3's connections: every socket they use is known to the current Call."""
@@ -242,6 +253,8 @@ def _tracked_adapter_class() -> Any:
             try:
                 return _create_connection(self)
             except socket.gaierror as e:
+                if NameResolutionError is None:
+                    raise NewConnectionError(self, f"Failed to resolve {self.host}: {e}") from e  # type: ignore[arg-type]
                 raise NameResolutionError(self.host, self, e) from e  # type: ignore[arg-type]
             except TimeoutError as e:
                 message = f"Connection to {self.host} timed out. (connect timeout={self.timeout})"
