@@ -6,9 +6,10 @@
     proc.stop(close=True)                # cancel, SIGTERM, reap: SIGKILL after 0.2 s
 
 Killing means: ask the child to set ctx.cancel, SIGTERM its process group, SIGKILL the group
-once the process is gone or after 0.2 s. The child kills its own group when our end of its
-command pipe closes, and on Linux also when the kernel reports our death, so no tool outlives
-this process. The worker (worker.py) is read as text and run with `python -c`, never imported
+once the process is gone or after 0.2 s. On SIGTERM, when our end of its command pipe closes
+and (Linux) when the kernel reports our death, the child kills all it started, then its group;
+a child that did not (it ignored SIGTERM, or crashed) is frozen and its descendants are found
+in /proc and killed from here, also those that left its group or session. The worker (worker.py) is read as text and run with `python -c`, never imported
 by package name, so a vendored copy of the package starts it the same way.
 """
 
@@ -308,10 +309,16 @@ class Process:
         """Wait for the process until `deadline` (default 0.2 s from now), then SIGKILL its group."""
         if deadline is None:
             deadline = time.monotonic() + KILL_GRACE_S
+        ended_its_tree = False
         try:
             self.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+            # The worker's own kill_tree() ends with SIGKILL to its group, after its tree.
+            ended_its_tree = self.popen.returncode == -signal.SIGKILL
         except subprocess.TimeoutExpired:
-            pass
+            # Frozen, it forks no more, and it is still the parent of every orphan below it.
+            self._signal(signal.SIGSTOP)
+        if not ended_its_tree:
+            _kill_descendants(self.pid)
         self._signal_group(signal.SIGKILL)
         self.popen.wait()
         self._wait_group_gone(time.monotonic() + _GROUP_EXIT_WAIT_S)
@@ -364,6 +371,13 @@ class Process:
         tail = "\n".join(lines).strip()[-2000:]
         return f"{text}\nLast lines on stderr:\n{tail}" if tail else text
 
+    def _signal(self, signum: int) -> None:
+        if self.popen.returncode is None:
+            try:
+                os.kill(self.pid, signum)
+            except (ProcessLookupError, PermissionError):
+                pass
+
     def _signal_group(self, signum: int) -> None:
         try:
             os.killpg(self.pid, signum)
@@ -381,6 +395,16 @@ class Process:
                 select.select([], [self.cmd_w], [], _LIVENESS_POLL_S)
                 if self.popen.poll() is not None:
                     raise BrokenPipeError("the tool process is gone") from None
+
+
+def _kill_descendants(pid: int) -> None:
+    """Kill what the tool process `pid` started, also outside its group and session (Linux).
+
+    After a crash its orphans went to init; those still in its session or group are found.
+    """
+    from .worker import kill_descendants
+
+    kill_descendants(pid, frozenset({os.getpgid(0), os.getsid(0)}))
 
 
 def stop_processes(procs: list[Process], *, close: bool) -> None:

@@ -297,30 +297,32 @@ class ToolPool:
             proc.close()
 
     def _scan(self, ticket: _Ticket, roots: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+        """Scan in a process of its own, ended (with all it started) before this returns:
+        importing a tools folder may start programs, and nothing a scan starts outlives it."""
         message: dict[str, Any] = {"op": "scan", "roots": roots}
-        first = roots[0] if roots else {"root": "", "version": ""}
         try:
-            proc = self._start_job(ticket, str(first["root"]), str(first["version"]), message)
-        except (OSError, ValueError, TypeError) as exc:
+            proc = Process.start()
+        except OSError as exc:
             raise AgentError(f"could not start a tool process to scan tools: {exc}", kind="tool") from exc
         output = Output(None, "", "")
         try:
+            ticket.attach(proc)
+            try:
+                proc.send(message)
+            except (OSError, ValueError, TypeError) as exc:
+                raise AgentError(f"could not send the scan to a tool process: {exc}", kind="tool") from exc
             kind, payload = proc.wait_for(message["id"], output, None)
-        except BaseException:
-            proc.stop(close=True)
-            raise
-        if kind == "reply" and "roots" in payload and not ticket.killed:
-            for spec in roots:
-                proc.loaded[str(spec["root"])] = str(spec["version"])
+            if kind != "reply":
+                proc.stop(close=False)
+                proc.drain(output)
+        finally:
             ticket.detach()
-            self._give_back(proc)
-            described: list[list[dict[str, Any]]] = payload["roots"]
-            return described
-        proc.stop(close=False)
-        proc.drain(output)
-        proc.close()
+            proc.stop(close=True)
         if ticket.killed:
             raise AgentError("scanning tools was interrupted (the tool pool was closed)", kind="aborted")
+        if kind == "reply" and "roots" in payload:
+            described: list[list[dict[str, Any]]] = payload["roots"]
+            return described
         if kind == "reply":
             raise AgentError(str(payload.get("error")), kind="tool")
         raise AgentError(f"scanning tools failed: {proc.death_text(output.stderr_tail())}", kind="tool")
