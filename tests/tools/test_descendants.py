@@ -92,7 +92,7 @@ def _background(input):
     return "left them running"
 
 escape_hang = {"name": "escape_hang", "execute": _hang}
-escape_timeout = {"name": "escape_timeout", "execute": _hang, "timeout": 3}
+sleep_timeout = {"name": "sleep_timeout", "execute": lambda input: time.sleep(60), "timeout": 0.5}
 escape_stubborn = {"name": "escape_stubborn", "execute": _stubborn}
 escape_background = {"name": "escape_background", "execute": _background}
 """
@@ -184,14 +184,20 @@ def script(server: ModelServer, tool: str, args: dict[str, str], *after: str) ->
 def test_escaped_descendants_die_at_a_timeout(
     mode: str, folders: tuple[Path, Path], tmp_path: Path, server: ModelServer, make_agent: MakeAgent
 ) -> None:
-    script(server, "escape_timeout", arguments(folders, mode, tmp_path), "done")
+    """Round 1 leaves the escaped programs running under the (idle, reused) tool process; the
+    call of round 2 in that process times out. Both calls need no timing: round 1 has no
+    timeout, and the sleep of round 2 always outlasts its 0.5 s."""
+    server.add(
+        {"tool_calls": [{"name": "escape_background", "arguments": arguments(folders, mode, tmp_path)}]},
+        {"tool_calls": [{"name": "sleep_timeout", "arguments": {}}]},
+        "done",
+    )
     agent = make_agent(server, tools=load(folders[0]), no_tool_rounds=1)
-    results: list[Any] = []
-    thread = send_in_thread(agent, results)
-    pids = escaped_pids(tmp_path, mode)
-    thread.join(30)
-    assert results[0].reason == "no-tool"
-    assert "timed out" in str(agent.history[2]["content"])
+    result = agent.send("go")
+    assert result.reason == "no-tool"
+    assert "timed out" in str(agent.history[-2]["content"])
+    pids = [int(line) for line in (tmp_path / "pids").read_text().split()]
+    assert len(pids) == EXPECTED[mode]
     assert gone(pids)
 
 
