@@ -9,8 +9,11 @@ Killing means: ask the child to set ctx.cancel, SIGTERM its process group, SIGKI
 once the process is gone or after 0.2 s. On SIGTERM, when our end of its command pipe closes
 and (Linux) when the kernel reports our death, the child kills all it started, then its group;
 a child that did not (it ignored SIGTERM, or crashed) is frozen and its descendants are found
-in /proc and killed from here, also those that left its group or session. The worker (worker.py) is read as text and run with `python -c`, never imported
-by package name, so a vendored copy of the package starts it the same way.
+in /proc and killed from here, also those that left its group or session.
+
+The worker (worker.py) is read as text and run with `python -c`, never imported by package
+name, so a vendored copy of the package starts it the same way. Its /proc walk is the one copy
+this side uses too (imported when a kill needs it).
 """
 
 from __future__ import annotations
