@@ -204,6 +204,26 @@ class Process:
             message["id"] = self._next_id
             self._write(json.dumps(message).encode("utf-8") + b"\n", wait=True)
 
+    def prepare(self, deadline: float, roots: list[dict[str, Any]] | None = None) -> None:
+        """Return once the process answers, with the tool files of `roots` imported; else OSError.
+
+        Args:
+            deadline: `time.monotonic()` by which it must have answered.
+            roots: `[{"root", "version", "files"}]` as for a scan; None: just be ready.
+        """
+        messages: list[dict[str, Any]] = [{"op": "ping"}]
+        if roots:
+            messages.append({"op": "scan", "roots": roots})
+        for message in messages:
+            self.send(message)
+            kind, reply = self.wait_for(message["id"], Output(None, "", ""), deadline)
+            if kind != "reply":
+                raise OSError(f"the tool process {'did not answer in time' if kind == 'timeout' else kind}")
+            if "error" in reply:
+                raise OSError(str(reply["error"]))
+        for spec in roots or []:
+            self.loaded[str(spec["root"])] = str(spec["version"])
+
     def wait_for(self, call_id: int, output: Output, deadline: float | None) -> tuple[str, Any]:
         """Forward output until the reply to `call_id` comes.
 

@@ -35,6 +35,7 @@ from .process import (
     stop_processes,
 )
 from .shape import error_result, interrupted_result, timeout_result
+from .spares import take as take_spare
 
 # Re-exported: tests and the benchmark import them from here.
 __all__ = ["CONF_ENV", "MAX_OUTPUT_BYTES", "SOURCE_ENV", "SOURCE_NAME", "ToolPool", "shared_pool"]
@@ -210,6 +211,10 @@ class ToolPool:
             if not proc.dirty and proc.popen.poll() is None:
                 return proc, True
             stop_processes([proc], close=True)
+        # A spare from tools.warm() is like an idle process that never ran a call.
+        spare = take_spare()
+        if spare is not None:
+            return spare, True
         return Process.start(), False
 
     def _give_back(self, proc: Process) -> None:

@@ -12,9 +12,11 @@ Wire, one JSON object per line. The parent writes on the command pipe:
     {"op": "call", "id", "path", "root", "version", "name", "input", "tool_call_id", "agent_id", "cwd"}
     {"op": "cancel", "id"}
     {"op": "scan", "id", "roots": [{"root", "version", "files": [...]}]}
+    {"op": "ping", "id"}                          (answered when the process is ready)
 and reads on the message pipe:
     {"op": "yield", "id", "data"}      {"op": "result", "id", "result": {...}}
     {"op": "scanned", "id", "roots": [[tool, ...], ...]} or {"op": "scanned", "id", "error": text}
+    {"op": "pong", "id"}
 Fds 1 and 2 are plain pipes the parent reads. EOF on the command pipe (the parent is gone),
 the parent-death signal and SIGTERM (the parent's kill) all end in kill_tree(): everything
 below this process dies, also what left its group or session (it is a child subreaper, so
@@ -317,7 +319,12 @@ class Worker:
     def serve(self) -> None:
         while True:
             job = self.jobs.get()
-            if job.get("op") == "scan":
+            if job.get("op") == "ping":
+                # A spare (tools.warm) imports now what the first call of any tool needs.
+                import inspect  # noqa: F401
+
+                self.send({"op": "pong", "id": job.get("id")})
+            elif job.get("op") == "scan":
                 try:
                     scanned = self.modules.scan(job["roots"])
                 except BaseException as exc:  # the parent must hear back whatever happened
