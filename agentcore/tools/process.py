@@ -341,7 +341,7 @@ class Process:
             # Frozen, it forks no more, and it is still the parent of every orphan below it.
             self._signal(signal.SIGSTOP)
         if not ended_its_tree:
-            _kill_descendants(self.pid)
+            _kill_descendants(self.pid, root_alive=self.popen.returncode is None)
         self._signal_group(signal.SIGKILL)
         self.popen.wait()
         self._wait_group_gone(time.monotonic() + _GROUP_EXIT_WAIT_S)
@@ -420,14 +420,14 @@ class Process:
                     raise BrokenPipeError("the tool process is gone") from None
 
 
-def _kill_descendants(pid: int) -> None:
+def _kill_descendants(pid: int, *, root_alive: bool) -> None:
     """Kill what the tool process `pid` started, also outside its group and session (Linux).
 
     After a crash its orphans went to init; those still in its session or group are found.
     """
     from .worker import kill_descendants
 
-    kill_descendants(pid, frozenset({os.getpgid(0), os.getsid(0)}))
+    kill_descendants(pid, frozenset({os.getpgid(0), os.getsid(0)}), root_alive=root_alive)
 
 
 def stop_processes(procs: list[Process], *, close: bool) -> None:

@@ -194,7 +194,7 @@ def kill_tree() -> None:
 # The parent (tools/process.py) uses these too: this file is their one copy.
 
 
-def kill_descendants(root: int, spare: frozenset[int] = frozenset()) -> list[int]:
+def kill_descendants(root: int, spare: frozenset[int] = frozenset(), *, root_alive: bool = True) -> list[int]:
     """SIGKILL every live process below `root`; returns their pids.
 
     Below means: a child, a child's child, ..., and any member of a process group or session
@@ -202,10 +202,12 @@ def kill_descendants(root: int, spare: frozenset[int] = frozenset()) -> list[int
     The tree is frozen first (SIGSTOP) and walked again until a walk finds nobody new, so a
     process forking while we look cannot leave a child behind. Groups and sessions in `spare`
     are not followed (the caller's own). Processes of other users refuse the signal; skipped.
+    A `root` no longer alive has no children: only its group and session are followed (a
+    process now holding its pid is not its child).
     """
     frozen: set[int] = set()
     for _ in range(_MAX_TREE_WALKS):
-        found = [pid for pid in descendants(root, spare) if pid not in frozen]
+        found = [pid for pid in descendants(root, spare, root_alive=root_alive) if pid not in frozen]
         if not found:
             break
         for pid in found:
@@ -216,7 +218,7 @@ def kill_descendants(root: int, spare: frozenset[int] = frozenset()) -> list[int
     return sorted(frozen)
 
 
-def descendants(root: int, spare: frozenset[int] = frozenset()) -> list[int]:
+def descendants(root: int, spare: frozenset[int] = frozenset(), *, root_alive: bool = True) -> list[int]:
     """The live (not zombie) processes below `root` (see kill_descendants), from one /proc read."""
     children: dict[int, list[int]] = {}
     members: dict[int, list[int]] = {}
@@ -231,9 +233,10 @@ def descendants(root: int, spare: frozenset[int] = frozenset()) -> list[int]:
     todo = [root, *(pid for pid in members.get(root, []) if root not in spare)]
     while todo:
         pid = todo.pop()
-        below = list(children.get(pid, []))
         entry = table.get(pid)
-        if entry is not None:
+        below: list[int] = []
+        if entry is not None and (pid != root or root_alive):
+            below.extend(children.get(pid, []))
             for group in {entry[1], entry[2]} - spare:
                 below.extend(members.get(group, []))
         for other in below:

@@ -91,6 +91,14 @@ def _background(input):
     _escape(input)
     return "left them running"
 
+def _crash(input):
+    # A program in a group of its own (same session), then the tool process dies at once.
+    child = subprocess.Popen(["sleep", "60"], process_group=0)
+    with open(input["pids"], "w") as f:
+        f.write(str(child.pid))
+    os._exit(3)
+
+escape_crash = {"name": "escape_crash", "execute": _crash}
 escape_hang = {"name": "escape_hang", "execute": _hang}
 sleep_timeout = {"name": "sleep_timeout", "execute": lambda input: time.sleep(60), "timeout": 0.5}
 escape_stubborn = {"name": "escape_stubborn", "execute": _stubborn}
@@ -246,6 +254,18 @@ def test_escaped_descendants_die_with_the_agents_process(
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait()
     assert gone(pids)
+
+
+def test_a_crashed_tool_process_leaves_nothing_in_its_session(
+    folders: tuple[Path, Path], tmp_path: Path, server: ModelServer, make_agent: MakeAgent
+) -> None:
+    """A program in another process group of the tool's session outlived a crash of the tool."""
+    server.add({"tool_calls": [{"name": "escape_crash", "arguments": {"pids": str(tmp_path / "p")}}]}, "done")
+    agent = make_agent(server, tools=load(folders[0]), no_tool_rounds=1)
+    assert agent.send("go").reason == "no-tool"
+    assert "exited with code 3" in str(agent.history[2]["content"])
+    (pid,) = [int(part) for part in (tmp_path / "p").read_text().split()]
+    assert gone([pid])
 
 
 def test_the_scanning_process_and_what_an_import_started_end_with_the_scan(
