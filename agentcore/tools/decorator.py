@@ -31,10 +31,13 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, ParamSpec, TypeVar, Union, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, Union, overload
 
-from .._utils.hints import Convert, Kind, hoist_defs, kind_of
 from ..errors import AgentError
+
+if TYPE_CHECKING:
+    # Imported where a schema is made: `import agentcore` stays cheap.
+    from .._utils.hints import Convert, Kind
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -323,12 +326,16 @@ def infer_schema(
     if required:
         schema["required"] = required
     try:
+        from .._utils.hints import hoist_defs
+
         return hoist_defs(schema), context_param, converters
     except TypeError as exc:
         raise TypeError(f"@tool {tool_name}: {exc}") from None
 
 
 def _kind(tool_name: str, param: str, annotation: Any) -> Kind:
+    from .._utils.hints import kind_of
+
     try:
         return kind_of(annotation)
     except TypeError as exc:
@@ -376,6 +383,8 @@ def schema_of(annotation: Any) -> dict[str, Any]:
     Raises:
         TypeError: the hint has no JSON Schema form.
     """
+    from .._utils.hints import hoist_defs, kind_of
+
     return hoist_defs(kind_of(annotation).schema)
 
 
