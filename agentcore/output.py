@@ -4,18 +4,26 @@
     result = agent.send("Count the orders")
     result.output["total"]
 
-A schema is a JSON Schema dict, or any class with `model_json_schema()` (pydantic style);
-then `result.output` is built with the class's `model_validate`.
+A schema is a JSON Schema dict, or a type hint `@tool` accepts (API.md §Details "Typed tools"):
+a dataclass gives an instance in `result.output`, a TypedDict a dict, a class with
+`model_json_schema()` / `model_validate()` (pydantic style) what its `model_validate` returns.
+
+    output.object(Invoice)         # result.output is an Invoice
+    output.array(tuple[str, int])  # result.output is a list of tuples
 """
 
 from __future__ import annotations
 
 import json as _json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import AgentError
+
+if TYPE_CHECKING:
+    from ._utils.hints import Kind
 
 _FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
@@ -25,13 +33,15 @@ class OutputSpec:
     """What the final reply must be.
 
     `kind` is "object", "array" or "json". `schema` is the JSON Schema of the value the user
-    gets (for "array", of the list); `cls` is the model class, if one was given.
+    gets (for "array", of the list); `cls` is the type it was made from, if any, and `convert`
+    builds the typed value from validated JSON (None: the JSON is the value).
     """
 
     kind: Literal["object", "array", "json"]
     schema: dict[str, Any] | None
     cls: Any = None
     name: str = "output"
+    convert: Callable[[Any], Any] | None = None
 
     def wire_schema(self) -> dict[str, Any] | None:
         """The schema sent to the vendor. Arrays travel wrapped as {"items": [...]}."""
@@ -62,26 +72,39 @@ class OutputSpec:
         schema = self.schema
         if schema is not None:
             _validate(data, schema)
-        if self.cls is not None and hasattr(self.cls, "model_validate"):
+        if self.convert is not None:
             try:
-                if self.kind == "array":
-                    return [self.cls.model_validate(item) for item in data]
-                return self.cls.model_validate(data)
+                return self.convert(data)
             except Exception as exc:
                 raise AgentError(f"structured output failed validation: {exc}", kind="unknown") from exc
         return data
 
 
 def object(schema: Any, *, name: str = "output") -> OutputSpec:
-    """The final reply is one object matching `schema` (a JSON Schema dict or a model class)."""
-    json_schema, cls = _schema_of(schema)
-    return OutputSpec("object", json_schema, cls, name)
+    """The final reply is one object matching `schema`: a JSON Schema dict, or a type whose
+    schema is an object (a dataclass, TypedDict, NamedTuple, `dict[str, X]`, a model class).
+
+    Raises:
+        AgentError: kind "config", when `schema` is neither, naming the problem.
+    """
+    if isinstance(schema, dict):
+        return OutputSpec("object", schema, None, name)
+    kind = _kind_of(schema)
+    if kind.schema.get("type") != "object":
+        raise AgentError(
+            f"output.object() needs a type whose JSON form is an object, not {schema!r}; "
+            "use output.array() for lists",
+            kind="config",
+        )
+    return OutputSpec("object", kind.schema, schema, name, kind.convert)
 
 
 def array(item_schema: Any, *, name: str = "output") -> OutputSpec:
-    """The final reply is a list whose items match `item_schema`."""
-    json_schema, cls = _schema_of(item_schema)
-    return OutputSpec("array", {"type": "array", "items": json_schema}, cls, name)
+    """The final reply is a list whose items match `item_schema` (a JSON Schema dict or a type)."""
+    if isinstance(item_schema, dict):
+        return OutputSpec("array", {"type": "array", "items": item_schema}, None, name)
+    kind = _kind_of(list[item_schema])  # type: ignore[valid-type]
+    return OutputSpec("array", kind.schema, item_schema, name, kind.convert)
 
 
 def json(*, name: str = "output") -> OutputSpec:
@@ -89,15 +112,17 @@ def json(*, name: str = "output") -> OutputSpec:
     return OutputSpec("json", None, None, name)
 
 
-def _schema_of(schema: Any) -> tuple[dict[str, Any], Any]:
-    if isinstance(schema, dict):
-        return schema, None
-    to_schema = getattr(schema, "model_json_schema", None)
-    if callable(to_schema):
-        return dict(to_schema()), schema
-    raise AgentError(
-        "an output schema must be a JSON Schema dict or a class with model_json_schema()", kind="config"
-    )
+def _kind_of(hint: Any) -> Kind:
+    from ._utils.hints import Kind, hoist_defs, kind_of
+
+    try:
+        kind = kind_of(hint)
+        return Kind(hoist_defs(kind.schema), kind.convert, kind.match)
+    except TypeError as exc:
+        raise AgentError(
+            f"an output schema must be a JSON Schema dict or a type with a JSON Schema form: {exc}",
+            kind="config",
+        ) from None
 
 
 def _load_json(text: str) -> Any:

@@ -1,6 +1,6 @@
 """File-tool process costs: warm and cold calls, fan-out, kill cycles, an output flood.
 
-    python bench/tool_calls.py [--cycles 1000] [--warm-calls 2000] [--agent]
+    python bench/tool_calls.py [--cycles 1000] [--warm-calls 2000] [--agent] [--fanout-only]
 
 Prints each figure next to its target:
   - warm call overhead of a trivial file tool, p50/p99 over 2,000 calls (target p50 < 0.5 ms),
@@ -150,14 +150,20 @@ def fan_out_figures(tools: ToolSet) -> None:
     )
 
 
-def fanout_through_agent(folder: str | Path, rounds: int = 2) -> list[float]:
+def fanout_through_agent(folder: str | Path, rounds: int = 2, warm: int = 0) -> list[float]:
     """The same fan-out as one model round of an Agent (scripted local model server).
 
     Each round the model asks for 16 `sleep` calls at once, then answers with text.
-    Returns the wall time of each send (the first one starts the tool processes).
+    Returns the wall time of each send (the first one starts the tool processes, or takes the
+    `warm` spares started by `agentcore.tools.warm(warm, tools)` before the agent was made).
     """
     from agentcore import Agent
     from agentcore.testing import ModelServer
+    from agentcore.tools import warm as warm_up
+
+    tools = scan(folder)
+    if warm:
+        warm_up(warm, tools)
 
     calls = [{"name": "sleep", "arguments": {"seconds": 0.2}} for _ in range(FANOUT)]
     script: list[Any] = []
@@ -167,12 +173,23 @@ def fanout_through_agent(folder: str | Path, rounds: int = 2) -> list[float]:
     with ModelServer(script) as server:
         config = {"base_url": server.base_url, "model": "bench", "no_tool_rounds": 1}
         with Agent(config=config) as agent:
-            tools = scan(folder)
             for _ in range(rounds):
                 start = time.perf_counter()
                 agent.send("fan out", tools=tools)
                 times.append(time.perf_counter() - start)
     return times
+
+
+def first_round_figures(folder: Path, tries: int = 5) -> None:
+    """The first round of a new agent: 16 x 0.2 s file tools, cold and after tools.warm(16, tools)."""
+    cold = [fanout_through_agent(folder, rounds=1)[0] for _ in range(tries)]
+    warmed = [fanout_through_agent(folder, rounds=1, warm=FANOUT)[0] for _ in range(tries)]
+    median_cold, median_warm = statistics.median(cold), statistics.median(warmed)
+    print(
+        f"first round of a new agent, {FANOUT} x 0.2 s file tools (median of {tries}):"
+        f" cold {median_cold:.3f} s, after tools.warm({FANOUT}) {median_warm:.3f} s"
+        f"  (target <= 0.30 s) {verdict(median_warm <= 0.30)}  [{os.cpu_count()} CPUs]"
+    )
 
 
 # ---------------------------------------------------------------- kill cycles
@@ -288,16 +305,23 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=1000)
     parser.add_argument("--warm-calls", type=int, default=2000)
     parser.add_argument("--agent", action="store_true", help="also run the fan-out through an Agent")
+    parser.add_argument(
+        "--fanout-only", action="store_true", help="only the first round of new agents, cold and warmed"
+    )
     parser.add_argument("--flood-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.flood_child:
         flood_child(args.flood_child)
         return
     folder = tool_folder()
+    if args.fanout_only:
+        first_round_figures(folder)
+        return
     tools = scan(folder)
     warm_and_cold(tools, args.warm_calls)
     fan_out_figures(tools)
     if args.agent:
+        first_round_figures(folder)
         times = fanout_through_agent(folder)
         figures = ", ".join(f"{t:.3f} s" for t in times)
         print(f"fan-out through an Agent (one model round of 16 calls; first, then warm): {figures}")

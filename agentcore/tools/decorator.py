@@ -29,11 +29,15 @@ import sys
 import threading
 import types
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, ParamSpec, TypeVar, Union, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, Union, overload
 
 from ..errors import AgentError
+
+if TYPE_CHECKING:
+    # Imported where a schema is made: `import agentcore` stays cheap.
+    from .._utils.hints import Convert, Kind
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -84,7 +88,7 @@ class FunctionTool(Generic[P, R]):
         timeout: float | None,
         to_model_output: Callable[..., Any] | None,
         context_param: str | None,
-        enums: Mapping[str, type[enum.Enum]],
+        converters: Mapping[str, Convert],
     ) -> None:
         functools.update_wrapper(self, fn)
         self._fn = fn
@@ -95,7 +99,7 @@ class FunctionTool(Generic[P, R]):
         self.timeout = timeout
         self.to_model_output = to_model_output
         self.context_param = context_param
-        self._enums = dict(enums)
+        self._converters = dict(converters)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self._fn(*args, **kwargs)
@@ -103,19 +107,15 @@ class FunctionTool(Generic[P, R]):
     def execute(self, input: Mapping[str, Any], ctx: Any = None) -> R:
         """Run the function with the model's input as keyword arguments.
 
-        Enum parameters get their members back (the model sends values), and the
-        context parameter, if any, gets `ctx`.
+        Each parameter gets a value of its annotated type (Enum members, dataclass instances,
+        tuples, ... built from the JSON the model sent, which the caller validated against
+        `input_schema`), and the context parameter, if any, gets `ctx`.
         """
-        kwargs = {key: self._from_json(key, value) for key, value in input.items()}
+        converters = self._converters
+        kwargs = {key: converters[key](value) if key in converters else value for key, value in input.items()}
         if self.context_param is not None:
             kwargs[self.context_param] = ctx if ctx is not None else _detached_context(self.name)
         return self._call(**kwargs)
-
-    def _from_json(self, key: str, value: Any) -> Any:
-        cls = self._enums.get(key)
-        if cls is None or value is None or isinstance(value, cls):
-            return value
-        return cls(value)
 
     def __repr__(self) -> str:
         return f"<tool {self.name}>"
@@ -159,6 +159,7 @@ def tool(
 
     Raises:
         AgentError: kind "config", for `*args`/`**kwargs`, positional-only parameters or a bad option.
+        TypeError: a parameter's annotation has no JSON Schema form (API.md §Details "Typed tools").
     """
 
     scope = _caller_locals()
@@ -193,7 +194,7 @@ def _build(
             f"@tool {tool_name}: async functions are not supported; use a plain def", kind="config"
         )
     summary, arg_docs = parse_docstring(getattr(fn, "__doc__", None))
-    schema, context_param, enums = infer_schema(fn, tool_name, arg_docs, scope)
+    schema, context_param, converters = infer_schema(fn, tool_name, arg_docs, scope)
     return FunctionTool(
         fn,
         name=tool_name,
@@ -202,7 +203,7 @@ def _build(
         timeout=float(timeout) if timeout is not None else None,
         to_model_output=to_model_output,
         context_param=context_param,
-        enums=enums,
+        converters=converters,
     )
 
 
@@ -282,13 +283,15 @@ def infer_schema(
     tool_name: str,
     arg_docs: Mapping[str, str] | None = None,
     scope: Mapping[str, Any] | None = None,
-) -> tuple[dict[str, Any], str | None, dict[str, type[enum.Enum]]]:
-    """The input schema of `fn`, the name of its ToolContext parameter, and its Enum parameters.
+) -> tuple[dict[str, Any], str | None, dict[str, Convert]]:
+    """The input schema of `fn`, its ToolContext parameter, and the converters of its parameters.
 
-    `scope` holds the local names of the code that defined `fn`, for string annotations.
+    `scope` holds the local names of the code that defined `fn`, for string annotations. A
+    parameter is in the converters when its JSON value is not yet of its type (see _utils/hints.py).
 
     Raises:
         AgentError: kind "config", for `*args`, `**kwargs` or positional-only parameters.
+        TypeError: an annotation has no JSON Schema form; the message names the parameter.
     """
     import inspect
 
@@ -296,7 +299,7 @@ def infer_schema(
     properties: dict[str, Any] = {}
     required: list[str] = []
     context_param: str | None = None
-    enums: dict[str, type[enum.Enum]] = {}
+    converters: dict[str, Convert] = {}
     for param in inspect.signature(fn).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
             raise AgentError(
@@ -308,10 +311,10 @@ def infer_schema(
         if _is_context(annotation):
             context_param = param.name
             continue
-        enum_cls = _enum_class(annotation)
-        if enum_cls is not None:
-            enums[param.name] = enum_cls
-        prop = schema_of(annotation) if annotation is not param.empty else {}
+        kind = _kind(tool_name, param.name, annotation if annotation is not param.empty else Any)
+        if kind.convert is not None:
+            converters[param.name] = kind.convert
+        prop = dict(kind.schema)
         if arg_docs and arg_docs.get(param.name):
             prop = {**prop, "description": arg_docs[param.name]}
         if param.default is param.empty:
@@ -322,7 +325,21 @@ def infer_schema(
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         schema["required"] = required
-    return schema, context_param, enums
+    try:
+        from .._utils.hints import hoist_defs
+
+        return hoist_defs(schema), context_param, converters
+    except TypeError as exc:
+        raise TypeError(f"@tool {tool_name}: {exc}") from None
+
+
+def _kind(tool_name: str, param: str, annotation: Any) -> Kind:
+    from .._utils.hints import kind_of
+
+    try:
+        return kind_of(annotation)
+    except TypeError as exc:
+        raise TypeError(f"@tool {tool_name}: parameter {param!r}: {exc}") from None
 
 
 def _caller_locals() -> dict[str, Any] | None:
@@ -361,86 +378,14 @@ def _type_hints(fn: Callable[..., Any], scope: Mapping[str, Any] | None = None) 
 
 
 def schema_of(annotation: Any) -> dict[str, Any]:
-    """JSON Schema for one type hint. Unknown types give `{}` (no constraint)."""
-    if annotation is Any or isinstance(annotation, str | typing.TypeVar):
-        return {}
-    if annotation is None or annotation is type(None):
-        return {"type": "null"}
-    simple = _SIMPLE.get(annotation) if isinstance(annotation, type) else None
-    if simple is not None:
-        return {"type": simple}
-    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
-        return _enum_schema([member.value for member in annotation])
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin is Literal:
-        return _enum_schema(list(args))
-    if origin is Union or origin is types.UnionType:
-        return _union_schema(args)
-    if annotation in (list, set, frozenset, tuple) or origin in (list, set, frozenset, Sequence):
-        return _array_schema(args[0] if args else None)
-    if origin is tuple:
-        return _tuple_schema(args)
-    if annotation is dict or origin in (dict, Mapping) or annotation is Mapping:
-        return _object_schema(args[1] if len(args) == 2 else None)
-    if typing.get_origin(annotation) is typing.Annotated:
-        return schema_of(args[0])
-    return {}
+    """JSON Schema for one type hint (see _utils/hints.py).
 
+    Raises:
+        TypeError: the hint has no JSON Schema form.
+    """
+    from .._utils.hints import hoist_defs, kind_of
 
-_SIMPLE: dict[Any, str] = {bool: "boolean", int: "integer", float: "number", str: "string"}
-
-
-def _enum_schema(values: list[Any]) -> dict[str, Any]:
-    schema: dict[str, Any] = {"enum": values}
-    kinds = {_json_type(value) for value in values}
-    if len(kinds) == 1 and None not in kinds:
-        schema = {"type": kinds.pop(), **schema}
-    return schema
-
-
-def _json_type(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return None
-
-
-def _union_schema(args: tuple[Any, ...]) -> dict[str, Any]:
-    # Optional[X] travels as anyOf [X, null]: valid everywhere, and Gemini accepts anyOf
-    # where it rejects a list-valued "type".
-    options = [schema_of(arg) for arg in args if arg is not type(None)]
-    if any(option == {} for option in options):
-        return {}
-    if len(args) > len(options):
-        options.append({"type": "null"})
-    return options[0] if len(options) == 1 else {"anyOf": options}
-
-
-def _array_schema(item: Any) -> dict[str, Any]:
-    items = schema_of(item) if item is not None else {}
-    return {"type": "array", "items": items} if items else {"type": "array"}
-
-
-def _tuple_schema(args: tuple[Any, ...]) -> dict[str, Any]:
-    if len(args) == 2 and args[1] is Ellipsis:
-        return _array_schema(args[0])
-    schemas = [schema_of(arg) for arg in args]
-    same = all(item == schemas[0] for item in schemas)
-    schema: dict[str, Any] = {"type": "array", "minItems": len(args), "maxItems": len(args)}
-    if schemas and same and schemas[0]:
-        schema["items"] = schemas[0]
-    return schema
-
-
-def _object_schema(value: Any) -> dict[str, Any]:
-    values = schema_of(value) if value is not None else {}
-    return {"type": "object", "additionalProperties": values} if values else {"type": "object"}
+    return hoist_defs(kind_of(annotation).schema)
 
 
 def _is_context(annotation: Any) -> bool:
@@ -449,15 +394,6 @@ def _is_context(annotation: Any) -> bool:
     if typing.get_origin(annotation) in (Union, types.UnionType):
         return any(_is_context(arg) for arg in typing.get_args(annotation))
     return isinstance(annotation, type) and issubclass(annotation, ToolContext)
-
-
-def _enum_class(annotation: Any) -> type[enum.Enum] | None:
-    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
-        return annotation
-    if typing.get_origin(annotation) in (Union, types.UnionType):
-        found = [cls for arg in typing.get_args(annotation) if (cls := _enum_class(arg)) is not None]
-        return found[0] if len(found) == 1 else None
-    return None
 
 
 def _json_default(value: Any) -> Any:

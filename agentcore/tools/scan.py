@@ -43,8 +43,8 @@ def scan(*dirs: str | os.PathLike[str], pool: ToolPool | None = None) -> ToolSet
 
     Args:
         dirs: folders (str or `pathlib.Path`); later ones override same-named tools of earlier ones.
-        pool: the tool-process pool to import in; default the shared pool (which then keeps
-            the process warm for direct `execute()` calls).
+        pool: the tool-process pool to scan in (its kill_running() and close() interrupt the
+            scan); default the shared pool. The scanning process ends before this returns.
 
     Raises:
         AgentError: kind "tool": a folder does not exist, a file fails to import (the message

@@ -12,11 +12,15 @@ Wire, one JSON object per line. The parent writes on the command pipe:
     {"op": "call", "id", "path", "root", "version", "name", "input", "tool_call_id", "agent_id", "cwd"}
     {"op": "cancel", "id"}
     {"op": "scan", "id", "roots": [{"root", "version", "files": [...]}]}
+    {"op": "ping", "id"}                          (answered when the process is ready)
 and reads on the message pipe:
     {"op": "yield", "id", "data"}      {"op": "result", "id", "result": {...}}
     {"op": "scanned", "id", "roots": [[tool, ...], ...]} or {"op": "scanned", "id", "error": text}
-Fds 1 and 2 are plain pipes the parent reads. EOF on the command pipe means the parent is
-gone: the whole process group is killed, so no tool outlives the agent.
+    {"op": "pong", "id"}
+Fds 1 and 2 are plain pipes the parent reads. EOF on the command pipe (the parent is gone),
+the parent-death signal and SIGTERM (the parent's kill) all end in kill_tree(): everything
+below this process dies, also what left its group or session (it is a child subreaper, so
+orphans come back to it), then its group. No tool nor any program it started outlives the agent.
 """
 
 from __future__ import annotations
@@ -63,6 +67,9 @@ def main() -> None:
     os.set_inheritable(cmd_fd, False)
     os.set_inheritable(msg_fd, False)
     os.register_at_fork(after_in_child=lambda: _close_quietly(cmd_fd, msg_fd))
+    # Orphans below us (a tool's setsid'd or double-forked daemon) become our children, so
+    # kill_tree() finds every one of them.
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     sys.path[:] = [str(entry) for entry in conf["sys_path"]]
     _install_import_hooks(conf.get("import_hooks") or [])
     # Edited tool files are re-imported from source; a stale .pyc must never win.
@@ -92,26 +99,70 @@ def _install_import_hooks(names: list[str]) -> None:
             pass
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """On Linux, have the kernel tell us when the parent dies; we then kill our whole group.
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+# A tree that keeps forking while it is frozen is walked at most this often, then killed as found.
+_MAX_TREE_WALKS = 100
 
-    The death signal is a catchable one on purpose: SIGKILL would end this process at once
-    and leave the programs a tool started running as orphans.
-    """
+
+def _prctl(option: int, value: int) -> bool:
+    """prctl(2) on Linux through libc; False elsewhere or when it fails."""
     if not sys.platform.startswith("linux"):
-        return
-    death_signal = getattr(signal, "SIGRTMIN", signal.SIGUSR2)
-    signal.signal(death_signal, _on_parent_death)
+        return False
     try:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, int(death_signal), 0, 0, 0)
+        return int(libc.prctl(option, value, 0, 0, 0)) == 0
     except (OSError, AttributeError):
-        return
-    if os.getppid() != parent_pid:
-        kill_group()
+        return False
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """End the whole tree on SIGTERM (the parent's kill) and, on Linux, when the parent dies.
+
+    A thread acts on the signal at once, through the wakeup fd, whatever the tool on the main
+    thread is doing. The death signal is a catchable one on purpose: SIGKILL would end this
+    process at once and leave the programs a tool started running as orphans.
+    """
+    death_signal = int(getattr(signal, "SIGRTMIN", signal.SIGUSR2))
+    ending = {int(signal.SIGTERM), death_signal}
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    for signum in ending:
+        signal.signal(signum, _noted)
+    signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    os.register_at_fork(after_in_child=lambda: _forget_signals(ending, read_fd, write_fd))
+    threading.Thread(
+        target=_end_on_signal, args=(read_fd, ending), name="agentcore-signals", daemon=True
+    ).start()
+    if _prctl(_PR_SET_PDEATHSIG, death_signal) and os.getppid() != parent_pid:
+        kill_tree()
+
+
+def _noted(signum: int, frame: Any) -> None:
+    """The main thread's half of an ending signal: nothing; the signal thread acts."""
+
+
+def _end_on_signal(read_fd: int, ending: set[int]) -> None:
+    while True:
+        try:
+            received = os.read(read_fd, 64)
+        except InterruptedError:
+            continue
+        if not received or ending.intersection(received):
+            kill_tree()
+
+
+def _forget_signals(ending: set[int], *fds: int) -> None:
+    """In a process a tool forks: SIGTERM kills it again, and our signal pipe is not its own."""
+    try:
+        signal.set_wakeup_fd(-1)
+        for signum in ending:
+            signal.signal(signum, signal.SIG_DFL)
+    except (ValueError, OSError):
+        pass
+    _close_quietly(*fds)
 
 
 def _close_quietly(*fds: int) -> None:
@@ -122,16 +173,106 @@ def _close_quietly(*fds: int) -> None:
             pass
 
 
-def _on_parent_death(signum: int, frame: Any) -> None:
-    kill_group()
+_ending = threading.Lock()
 
 
-def kill_group() -> None:
-    """Kill this process and everything it started (its process group)."""
+def kill_tree() -> None:
+    """Kill everything this process started, then its process group (with it, this process).
+
+    Programs that left the group or the session are found in the process table: as a child
+    subreaper, this process inherits every orphan below it. A second caller waits for the end.
+    """
+    _ending.acquire()
     try:
+        kill_descendants(os.getpid())
         os.killpg(os.getpgid(0), signal.SIGKILL)
     finally:
         os._exit(1)
+
+
+# ---------------------------------------------------------------- the process tree (Linux /proc)
+# The parent (tools/process.py) uses these too: this file is their one copy.
+
+
+def kill_descendants(root: int, spare: frozenset[int] = frozenset(), *, root_alive: bool = True) -> list[int]:
+    """SIGKILL every live process below `root`; returns their pids.
+
+    Below means: a child, a child's child, ..., and any member of a process group or session
+    one of them is in (a double-forked daemon whose parent is gone still shares its session).
+    The tree is frozen first (SIGSTOP) and walked again until a walk finds nobody new, so a
+    process forking while we look cannot leave a child behind. Groups and sessions in `spare`
+    are not followed (the caller's own). Processes of other users refuse the signal; skipped.
+    A `root` no longer alive has no children: only its group and session are followed (a
+    process now holding its pid is not its child).
+    """
+    frozen: set[int] = set()
+    for _ in range(_MAX_TREE_WALKS):
+        found = [pid for pid in descendants(root, spare, root_alive=root_alive) if pid not in frozen]
+        if not found:
+            break
+        for pid in found:
+            _signal(pid, signal.SIGSTOP)
+        frozen.update(found)
+    for pid in frozen:
+        _signal(pid, signal.SIGKILL)
+    return sorted(frozen)
+
+
+def descendants(root: int, spare: frozenset[int] = frozenset(), *, root_alive: bool = True) -> list[int]:
+    """The live (not zombie) processes below `root` (see kill_descendants), from one /proc read."""
+    children: dict[int, list[int]] = {}
+    members: dict[int, list[int]] = {}
+    table = _process_table()
+    for pid, (ppid, pgid, sid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+        members.setdefault(pgid, []).append(pid)
+        if sid != pgid:
+            members.setdefault(sid, []).append(pid)
+    me = os.getpid()
+    seen = {root}
+    todo = [root, *(pid for pid in members.get(root, []) if root not in spare)]
+    while todo:
+        pid = todo.pop()
+        entry = table.get(pid)
+        below: list[int] = []
+        if entry is not None and (pid != root or root_alive):
+            below.extend(children.get(pid, []))
+            for group in {entry[1], entry[2]} - spare:
+                below.extend(members.get(group, []))
+        for other in below:
+            if other not in seen:
+                seen.add(other)
+                todo.append(other)
+    seen.discard(root)
+    seen.discard(me)
+    return sorted(pid for pid in seen if table.get(pid, (0, 0, 0, "Z"))[3] != "Z")
+
+
+def _process_table() -> dict[int, tuple[int, int, int, str]]:
+    """pid -> (ppid, process group, session, state) of every process in /proc; {} without /proc."""
+    table: dict[int, tuple[int, int, int, str]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return table
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as stat:
+                # "pid (comm) state ppid pgrp session ...": comm may itself hold ")".
+                fields = stat.read().rsplit(b")", 1)[1].split()
+            table[int(name)] = (int(fields[1]), int(fields[2]), int(fields[3]), fields[0].decode())
+        except (OSError, IndexError, ValueError):
+            continue
+    return table
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 # ---------------------------------------------------------------- serving
@@ -166,7 +307,7 @@ class Worker:
                 if rest:
                     pending.append(rest)
         finally:
-            kill_group()
+            kill_tree()
 
     def _command(self, message: dict[str, Any]) -> None:
         if message.get("op") != "cancel":
@@ -181,7 +322,12 @@ class Worker:
     def serve(self) -> None:
         while True:
             job = self.jobs.get()
-            if job.get("op") == "scan":
+            if job.get("op") == "ping":
+                # A spare (tools.warm) imports now what the first call of any tool needs.
+                import inspect  # noqa: F401
+
+                self.send({"op": "pong", "id": job.get("id")})
+            elif job.get("op") == "scan":
                 try:
                     scanned = self.modules.scan(job["roots"])
                 except BaseException as exc:  # the parent must hear back whatever happened

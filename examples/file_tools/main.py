@@ -25,6 +25,10 @@ SCRIPT = [
             {"name": "run_script", "arguments": {"command": "echo hello from a child process"}},
             {"name": "run_script", "arguments": {"command": "rm -rf /tmp/nothing-here"}},
             {"name": "screenshot", "arguments": {}},
+            {
+                "name": "route",
+                "arguments": {"stops": [{"name": "A", "at": [0, 0]}, {"name": "B", "at": [3, 4]}]},
+            },
         ]
     },
     {"tool_calls": [{"name": "finish", "arguments": {"summary": "All tools ran."}}]},

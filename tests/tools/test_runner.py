@@ -356,6 +356,8 @@ def test_a_crash_is_seen_at_once_even_when_a_forked_child_lives_on(pool: ToolPoo
 
 
 def test_a_tool_ignoring_sigterm_is_killed_at_its_timeout(pool: ToolPool, tools: ToolSet) -> None:
+    # Warm, so the tool runs (and prints its pid) well before its 0.3 s timeout on a busy machine.
+    run(pool, tools, "bump")
     seen = Collect()
     start = time.monotonic()
     result = run(pool, tools, "ignore_term", on_output=seen)
