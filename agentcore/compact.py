@@ -21,6 +21,7 @@ from ._utils.cancel import Signal, child
 from ._utils.notify import notify
 from ._utils.retry import RetryPolicy
 from ._utils.retry import call as with_retries
+from .call_ids import paired
 from .context import HEAD_SHARE, HEAD_TURNS, is_compact_turn, latest_summary
 from .errors import AgentError
 from .history import render, turns
@@ -172,7 +173,7 @@ def select_transcript(history: Sequence[Mapping[str, Any]], budget_chars: int) -
     previous summary. A single turn larger than its share is shown as head and tail (an excerpt
     for the summariser only — history is untouched). Returns (transcript, latest summary or None).
     """
-    folded = turns([m if isinstance(m, dict) else dict(m) for m in history])
+    folded = turns(paired([m if isinstance(m, dict) else dict(m) for m in history]))
     found = latest_summary(folded)
     summary_at = -1 if found is None else found
     latest = None if found is None else str(folded[found][0].get("content") or "")

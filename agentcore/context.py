@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._utils import tokens as _tokens
+from .call_ids import paired
 from .history import Message, turns
 
 CONTINUE_PROMPT = "Continue the task from where the summary in the system prompt leaves off."
@@ -60,7 +61,8 @@ def build(
     """
     ratio = _tokens.DEFAULT_RATIO if ratio is None else ratio
     tool_list = _tool_list(tools)
-    folded = turns([dict(m) for m in history] if not isinstance(history, list) else history)
+    # Duplicate call ids (a loaded history) are renamed first, so turns pair each result with its call.
+    folded = turns(paired([m if isinstance(m, dict) else dict(m) for m in history]))
     summary_index = latest_summary(folded)
     summary: str | None = None
     if summary_index is None:

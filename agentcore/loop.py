@@ -25,10 +25,11 @@ from ._utils.notify import notify
 from ._utils.retry import RetryPolicy
 from ._utils.retry import call as with_retries
 from ._utils.threads import spawn
+from .call_ids import open_calls, unique_part, unique_reply, used_ids
 from .config import Config
 from .context import Context, build, over_threshold
 from .errors import AgentError
-from .history import Message, open_calls, tool_result_part
+from .history import Message, tool_result_part
 from .history import compact as compact_message
 from .llm import complete, tool_schemas
 from .protocols.base import LLMResult, Request, ToolCall, tool_call_part
@@ -219,6 +220,8 @@ def _attempt_in(state: Run, reminder: bool, mode: str) -> tuple[LLMResult, Any]:
         spec = tool_mode.prepare(state.tools.schema)
     if spec is not None:
         result = from_text(result, spec, salt=str(len(state.history)))
+    # The one place a reply's calls get the ids they are written, run and sent back under.
+    result = unique_reply(result, state.history, protocol=config["protocol"])
     notify(state.callbacks.get("on_llm_finish"), result)
     output = _NO_OUTPUT
     if config["output"] is not None and not result.tool_calls:
@@ -297,12 +300,13 @@ def _close_partial_reply(state: Run) -> None:
         text = tool_mode.strip(text, partial.spec)
         if not text:
             return
-    content: list[dict[str, Any]] = [{"type": "text", "text": text}, *partial.calls]
+    taken = used_ids(state.history)
+    calls = [unique_part(call, taken, protocol=state.config["protocol"]) for call in partial.calls]
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}, *calls]
     # A cut stream reports no usage; the entry still carries the key every assistant entry has.
     _append(state, {"role": "assistant", "content": content, "usage": Usage().to_dict()})
-    if partial.calls:
-        results = [interrupted_result() for _ in partial.calls]
-        _append(state, _tool_message(partial.calls, results))
+    if calls:
+        _append(state, _tool_message(calls, [interrupted_result() for _ in calls]))
 
 
 # ---------------------------------------------------------------- compaction
