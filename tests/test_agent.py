@@ -519,16 +519,61 @@ def test_resume_runs_on_without_appending_input(server: ModelServer, make_agent:
     assert [m["role"] for m in server.requests[0]["messages"]] == ["user", "assistant", "tool"]
 
 
-@pytest.mark.parametrize(
-    "history", [[], [{"role": "user", "content": "hi"}], [{"role": "compact", "content": "s"}]]
-)
-def test_resume_needs_a_history_ending_in_an_assistant_or_tool_message(
+@pytest.mark.parametrize("history", [[], [{"role": "compact", "content": "s"}]])
+def test_resume_needs_a_history_ending_in_an_assistant_tool_or_user_message(
     server: ModelServer, make_agent: MakeAgent, history: Any
 ) -> None:
     agent = make_agent(server, history=history)
     with pytest.raises(AgentError) as caught:
         agent.resume()
     assert caught.value.kind == "request" and server.requests == []
+
+
+INPUT_TEXT = "the one and only input"
+
+
+def _input_copies(body: dict[str, Any]) -> int:
+    import json
+
+    return json.dumps(body).count(INPUT_TEXT)
+
+
+@pytest.mark.parametrize("protocol", ["chat", "responses", "anthropic", "gemini"])
+def test_resume_after_a_failed_first_request_sends_the_input_once(
+    protocol: str, server: ModelServer, make_agent: MakeAgent
+) -> None:
+    """Issue 8 defect 7: the input of a failed send is sent as it is, never a second copy."""
+    server.add({"status": 500, "error": "down"}, "answered")
+    agent = make_agent(server, protocol=protocol, retry=lambda error: False)
+    with pytest.raises(AgentError) as caught:
+        agent.send(INPUT_TEXT)
+    assert caught.value.kind == "server"
+    assert [m["role"] for m in agent.history] == ["user"]
+    result = agent.resume()
+    assert result.text == "answered"
+    assert [m["role"] for m in result.messages] == ["assistant"]
+    assert _input_copies(server.requests[1]) == 1
+    assert [m["role"] for m in agent.history] == ["user", "assistant"]
+
+
+def test_resume_after_a_send_stopped_before_the_reply_sends_the_input_once(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
+    cancel = threading.Event()
+
+    def stop_on_arrival(recorded: Recorded) -> dict[str, Any]:
+        cancel.set()  # the request has arrived: stop the send before the model answers
+        return {"text": "never read", "stall_after": 0}
+
+    server.add(stop_on_arrival, "answered")
+    agent = make_agent(server)
+    with pytest.raises(AgentError) as caught:
+        agent.send(INPUT_TEXT, cancel=cancel)
+    assert caught.value.kind == "aborted"
+    assert [m["role"] for m in agent.history] == ["user"]
+    assert agent.resume().text == "answered"
+    assert [_input_copies(body) for body in server.requests] == [1, 1]
+    assert [m["content"] for m in agent.history if m["role"] == "user"] == [INPUT_TEXT]
 
 
 def test_resume_with_input_is_a_type_error(server: ModelServer, make_agent: MakeAgent) -> None:

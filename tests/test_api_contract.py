@@ -519,10 +519,12 @@ def test_resume_rules(srv: ModelServer, agents: list[Agent]) -> None:
     with pytest.raises(AgentError) as info:
         agent.resume()
     assert info.value.kind == "request"
-    agent.history.append(agentcore.history.user("hi"))
+    agent.history.append(agentcore.history.compact("summary"))
     with pytest.raises(AgentError) as info:
         agent.resume()
     assert info.value.kind == "request"
+    agent.history.clear()
+    agent.history.append(agentcore.history.user("hi"))
     agent.history.append(agentcore.history.assistant("partial answer"))
     srv.add("continued")
     result = agent.resume()
