@@ -2340,11 +2340,13 @@ def test_file_tools_details(tmp_path: Path, srv: ModelServer, agents: list[Agent
 
 
 def test_superseded_send_applies_nothing(srv: ModelServer, agents: list[Agent]) -> None:
-    def slow_finish(result: Any) -> None:
-        time.sleep(0.5)  # the run cannot end before this returns
+    release = threading.Event()
+
+    def held_finish(result: Any) -> None:
+        release.wait(30)  # A's run cannot end before the test has started B and C
 
     srv.add("A", "C")
-    agent = make(agents, srv, callbacks={"on_llm_finish": slow_finish})
+    agent = make(agents, srv, callbacks={"on_llm_finish": held_finish})
     outcomes: dict[str, Any] = {}
 
     def send(name: str, **kwargs: Any) -> None:
@@ -2355,12 +2357,17 @@ def test_superseded_send_applies_nothing(srv: ModelServer, agents: list[Agent]) 
 
     a = threading.Thread(target=send, args=("A",))
     a.start()
-    _wait_for(lambda: len(srv.requests) == 1)
+    _wait_for(lambda: len(srv.requests) == 1, timeout=30)
+    running_a = agent.running
     b = threading.Thread(target=send, args=("B",), kwargs={"config": {"system": "from B"}})
     b.start()
-    time.sleep(0.1)
+    # B has taken over `agent.running` and waits for A to end; then C supersedes B.
+    _wait_for(lambda: agent.running is not running_a, timeout=30)
+    running_b = agent.running
     c = threading.Thread(target=send, args=("C",))
     c.start()
+    _wait_for(lambda: agent.running is not running_b, timeout=30)
+    release.set()
     for thread in (a, b, c):
         thread.join(10)
     assert isinstance(outcomes["B"], AgentError) and outcomes["B"].kind == "aborted"
