@@ -158,17 +158,20 @@ class Agent:
     ) -> SendResult:
         """Run on from the end of history without appending anything.
 
+        A history ending with a user message (the input of a send that failed or was stopped
+        before the model answered) is sent as it is: the input travels once, never twice.
+
         Raises:
-            AgentError: kind "request" when history does not end with an assistant or tool message.
+            AgentError: kind "request" when history is empty or ends with a compact message.
         """
         self._refuse_inside_run("resume")
         merged = _config.merge(self._config, config)
         _config.check_sendable(merged)
         overrides = _Overrides(merged, None, None, _check_callbacks(callbacks, config=True))
         last = self.history[-1].get("role") if self.history else None
-        if last not in ("assistant", "tool"):
+        if last not in ("assistant", "tool", "user"):
             raise AgentError(
-                "resume() needs a history that ends with an assistant or tool message; "
+                "resume() needs a history that ends with an assistant, tool or user message; "
                 "use send() for new input",
                 kind="request",
             )

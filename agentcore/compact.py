@@ -12,6 +12,7 @@ Nothing is ever removed from history: the caller appends the summary.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -21,7 +22,8 @@ from ._utils.cancel import Signal, child
 from ._utils.notify import notify
 from ._utils.retry import RetryPolicy
 from ._utils.retry import call as with_retries
-from .context import HEAD_SHARE, HEAD_TURNS, is_compact_turn, latest_summary
+from .call_ids import paired
+from .context import HEAD_SHARE, HEAD_TURNS, TAIL_SHARE, excerpted_input, is_compact_turn, latest_summary
 from .errors import AgentError
 from .history import render, turns
 from .protocols.base import DEFAULT_CAPABILITIES, LLMResult, Request
@@ -43,6 +45,8 @@ SUMMARY_INSTRUCTION = "\n".join(
         "Write plain text, concise but complete. Do not invent anything. Do not address the user.",
     ]
 )
+log = logging.getLogger("agentcore")
+
 PREVIOUS_INTRO = (
     "Background: your previous summary of the earlier part of this conversation. Keep every fact in it "
     "that is still valid, and update what changed:"
@@ -62,7 +66,10 @@ def run(
     retry: RetryPolicy | None = None,
     on_retry: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Write a summary of `history`. Returns `{"content": str, "usage": Usage}`.
+    """Write a summary of `history`. Returns `{"content": str, "usage": Usage, "input_excerpted": bool}`.
+
+    `input_excerpted` is True when the latest user turn is too large for its share of the
+    budget, so later requests carry only the summary's excerpt of it (also logged at WARNING).
 
     Args:
         connection: `base_url`, `api_key`, `model`, and optionally `protocol`, `provider`,
@@ -150,8 +157,28 @@ def _run(
     usage = result.usage if result.usage_reported else Usage()
     if not content:
         raise AgentError("the compaction request returned an empty summary", kind="unknown")
-    notify(on_compact, {"type": "compact-finish", "content": content, "usage": usage})
-    return {"content": content, "usage": usage}
+    excerpted = _warn_if_input_excerpted(history, max_context_tokens, ratio)
+    finish = {"type": "compact-finish", "content": content, "usage": usage, "input_excerpted": excerpted}
+    notify(on_compact, finish)
+    return {"content": content, "usage": usage, "input_excerpted": excerpted}
+
+
+def _warn_if_input_excerpted(
+    history: Sequence[Mapping[str, Any]], max_context_tokens: float, ratio: float
+) -> bool:
+    """Never silently: an input the model will only see through the summary is logged."""
+    chars = excerpted_input(history, max_context_tokens, ratio)
+    if chars is None:
+        return False
+    log.warning(
+        "the latest user input (%d characters, about %d tokens) does not fit its share of the context "
+        "budget (%d of max_context_tokens=%d tokens): the model gets the summary's excerpt of it instead",
+        chars,
+        _tokens.estimate(chars, ratio),
+        int(max_context_tokens * TAIL_SHARE),
+        int(max_context_tokens),
+    )
+    return True
 
 
 def summary_prompt(transcript: str, system: str, previous: str | None) -> str:
@@ -173,7 +200,7 @@ def select_transcript(history: Sequence[Mapping[str, Any]], budget_chars: int) -
     previous summary. A single turn larger than its share is shown as head and tail (an excerpt
     for the summariser only — history is untouched). Returns (transcript, latest summary or None).
     """
-    folded = turns([m if isinstance(m, dict) else dict(m) for m in history])
+    folded = turns(paired([m if isinstance(m, dict) else dict(m) for m in history]))
     found = latest_summary(folded)
     summary_at = -1 if found is None else found
     latest = None if found is None else str(folded[found][0].get("content") or "")

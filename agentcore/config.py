@@ -73,6 +73,7 @@ DEFAULTS: dict[str, Any] = {
     "retry": None,
     "request_timeout": None,
     "stream_idle_timeout": None,
+    "output_retries": 3,
     "no_tool_prompt": NO_TOOL_PROMPT,
     "no_tool_rounds": 3,
 }
@@ -86,8 +87,10 @@ _COUNTS = (
     "no_tool_rounds",
     "max_context_tokens",
     "max_tokens",
+    "output_retries",
 )
 _INFINITE_ALLOWED = ("no_tool_rounds", "max_context_tokens")
+_ZERO_ALLOWED = ("output_retries",)  # 0: an invalid structured reply fails at once
 _SECONDS = (
     "retry_base_delay",
     "retry_max_delay",
@@ -229,9 +232,10 @@ def _check_api_key(key: str, value: Any) -> None:
 def _check_count(key: str, value: Any) -> None:
     if isinstance(value, float) and math.isinf(value) and value > 0 and key in _INFINITE_ALLOWED:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    least = 0 if key in _ZERO_ALLOWED else 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
         allowed = ' or float("inf")' if key in _INFINITE_ALLOWED else ""
-        _fail(key, value, f"must be an int > 0{allowed}")
+        _fail(key, value, f"must be an int {'≥ 0' if least == 0 else '> 0'}{allowed}")
 
 
 def _check_model(key: str, value: Any) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._utils import tokens as _tokens
+from .call_ids import paired
 from .history import Message, turns
 
 CONTINUE_PROMPT = "Continue the task from where the summary in the system prompt leaves off."
@@ -60,7 +61,8 @@ def build(
     """
     ratio = _tokens.DEFAULT_RATIO if ratio is None else ratio
     tool_list = _tool_list(tools)
-    folded = turns([dict(m) for m in history] if not isinstance(history, list) else history)
+    # Duplicate call ids (a loaded history) are renamed first, so turns pair each result with its call.
+    folded = turns(paired([m if isinstance(m, dict) else dict(m) for m in history]))
     summary_index = latest_summary(folded)
     summary: str | None = None
     if summary_index is None:
@@ -135,6 +137,33 @@ def _tail(before: list[list[Message]], budget: float, ratio: float, exclude: set
     ):
         chosen.add(latest_user)
     return chosen
+
+
+def excerpted_input(
+    history: Sequence[Mapping[str, Any]], max_context_tokens: float = 128000, ratio: float | None = None
+) -> int | None:
+    """Characters of the latest user turn that a summary written now must cover instead, else None.
+
+    A user turn newer than the latest summary is kept in later requests only when it fits its
+    share of the budget (see `_tail`); one that does not (a pasted 5 MB log) reaches the model only
+    as the summary's excerpt, which the caller must make visible.
+    """
+    ratio = _tokens.DEFAULT_RATIO if ratio is None else ratio
+    folded = turns(paired([m if isinstance(m, dict) else dict(m) for m in history]))
+    summary_at = latest_summary(folded)
+    start = -1 if summary_at is None else summary_at
+    latest_user = next(
+        (i for i in range(len(folded) - 1, start, -1) if folded[i][0].get("role") == "user"), None
+    )
+    if latest_user is None:
+        return None
+    # The selection the next request makes once the summary is appended after everything.
+    head = _head(folded, max_context_tokens * HEAD_SHARE, ratio)
+    tail = _tail(folded, max_context_tokens * TAIL_SHARE, ratio, exclude=head)
+    if latest_user in head or latest_user in tail:
+        return None
+    content = folded[latest_user][0].get("content")
+    return len(content) if isinstance(content, str) else _tokens.messages_chars(folded[latest_user])
 
 
 def _turn_tokens(turn: list[Message], ratio: float) -> float:

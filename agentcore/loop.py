@@ -25,10 +25,11 @@ from ._utils.notify import notify
 from ._utils.retry import RetryPolicy
 from ._utils.retry import call as with_retries
 from ._utils.threads import spawn
+from .call_ids import open_calls, unique_part, unique_reply, used_ids
 from .config import Config
 from .context import Context, build, over_threshold
 from .errors import AgentError
-from .history import Message, open_calls, tool_result_part
+from .history import Message, tool_result_part
 from .history import compact as compact_message
 from .llm import complete, tool_schemas
 from .protocols.base import LLMResult, Request, ToolCall, tool_call_part
@@ -138,17 +139,40 @@ _NO_OUTPUT = object()
 
 
 def _model_round(state: Run, *, reminder: bool) -> tuple[LLMResult, Any]:
-    """One model reply for this round: compacting first when over budget, resending after an overflow."""
-    config = state.config
+    """One model reply for this round: compacting first when over budget.
+
+    An invalid structured-output reply is asked again at once, up to `output_retries` times,
+    with a request-only message saying what was wrong (never written to history).
+    """
     if _over_budget(state):
         _compact_history(state)
-    policy = RetryPolicy.from_config(config)
+    feedback: AgentError | None = None
+    retries = 0
+    while True:
+        result, output = _model_reply(state, reminder, feedback)
+        if not isinstance(output, _Invalid):
+            return result, output
+        feedback = output.error
+        if retries >= state.config["output_retries"]:
+            raise AgentError(
+                f"{feedback.message} (still invalid after {retries} output_retries)",
+                kind="unknown",
+                retryable=False,
+                cause=feedback,
+            ) from feedback
+        retries += 1
+        notify(state.callbacks.get("on_retry"), {"attempt": retries, "error": feedback, "delay": 0.0})
+
+
+def _model_reply(state: Run, reminder: bool, feedback: AgentError | None) -> tuple[LLMResult, Any]:
+    """One reply, retried with backoff on failures, resent after compacting on an overflow."""
+    policy = RetryPolicy.from_config(state.config)
     first_overflow: AgentError | None = None
     compactions = 0
     while True:
         try:
             return with_retries(
-                lambda: _attempt(state, reminder),
+                lambda: _attempt(state, reminder, feedback),
                 policy,
                 cancel=state.cancel,
                 on_retry=lambda payload: notify(state.callbacks.get("on_retry"), payload),
@@ -166,7 +190,22 @@ def _model_round(state: Run, *, reminder: bool) -> tuple[LLMResult, Any]:
             _compact_history(state)
 
 
-def _attempt(state: Run, reminder: bool) -> tuple[LLMResult, Any]:
+@dataclass(frozen=True)
+class _Invalid:
+    """A structured-output reply that did not validate, and why."""
+
+    error: AgentError
+
+
+def _output_feedback(error: AgentError) -> Message:
+    text = (
+        f"Your previous reply was not valid structured output: {error.message}. "
+        "Reply again with only a corrected value."
+    )
+    return {"role": "user", "content": text}
+
+
+def _attempt(state: Run, reminder: bool, feedback: AgentError | None) -> tuple[LLMResult, Any]:
     """One HTTP attempt; a structured-output reply that does not validate fails it (and is retried).
 
     In tool_mode "auto", a server that refuses the tools field is answered at once by the same
@@ -174,19 +213,21 @@ def _attempt(state: Run, reminder: bool) -> tuple[LLMResult, Any]:
     """
     mode = effective_mode(state.config) if state.tools else "native"
     try:
-        return _attempt_in(state, reminder, mode)
+        return _attempt_in(state, reminder, feedback, mode)
     except AgentError as error:
         if mode == "native" and state.tools and is_refusal(error, state.config):
-            return _attempt_in(state, reminder, "text")
+            return _attempt_in(state, reminder, feedback, "text")
         raise
 
 
-def _attempt_in(state: Run, reminder: bool, mode: str) -> tuple[LLMResult, Any]:
+def _attempt_in(state: Run, reminder: bool, feedback: AgentError | None, mode: str) -> tuple[LLMResult, Any]:
     config = state.config
     ctx = _context(state)
     messages = list(ctx.messages)
     if reminder:
         messages.append({"role": "user", "content": config["no_tool_prompt"]})
+    if feedback is not None:
+        messages.append(_output_feedback(feedback))
     system, tools, spec = ctx.system, tool_schemas(state.tools), None
     chars = ctx.chars + _tokens.messages_chars(messages[len(ctx.messages) :])
     if mode == "text":
@@ -220,10 +261,17 @@ def _attempt_in(state: Run, reminder: bool, mode: str) -> tuple[LLMResult, Any]:
         spec = tool_mode.prepare(state.tools.schema)
     if spec is not None:
         result = from_text(result, spec, salt=str(len(state.history)))
+    # The one place a reply's calls get the ids they are written, run and sent back under.
+    result = unique_reply(result, state.history, protocol=config["protocol"])
     notify(state.callbacks.get("on_llm_finish"), result)
-    output = _NO_OUTPUT
+    output: Any = _NO_OUTPUT
     if config["output"] is not None and not result.tool_calls:
-        output = config["output"].parse(result.text)
+        try:
+            output = config["output"].parse(result.text)
+        except AgentError as error:
+            if error.kind != "unknown":
+                raise
+            output = _Invalid(error)
     return result, output
 
 
@@ -298,12 +346,13 @@ def _close_partial_reply(state: Run) -> None:
         text = tool_mode.strip(text, partial.spec)
         if not text:
             return
-    content: list[dict[str, Any]] = [{"type": "text", "text": text}, *partial.calls]
+    taken = used_ids(state.history)
+    calls = [unique_part(call, taken, protocol=state.config["protocol"]) for call in partial.calls]
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}, *calls]
     # A cut stream reports no usage; the entry still carries the key every assistant entry has.
     _append(state, {"role": "assistant", "content": content, "usage": Usage().to_dict()})
-    if partial.calls:
-        results = [interrupted_result() for _ in partial.calls]
-        _append(state, _tool_message(partial.calls, results))
+    if calls:
+        _append(state, _tool_message(calls, [interrupted_result() for _ in calls]))
 
 
 # ---------------------------------------------------------------- compaction

@@ -56,8 +56,13 @@ def wait_for(condition: Callable[[], Any], timeout: float = 5.0) -> None:
         time.sleep(0.002)
 
 
-def slow_reply(started: threading.Event, text: str = "slow", delay: float = 5.0) -> Callable[[Recorded], Any]:
-    """A script item that says when the request arrived and answers only after `delay`."""
+def slow_reply(
+    started: threading.Event, text: str = "slow", delay: float = 60.0
+) -> Callable[[Recorded], Any]:
+    """A script item that says when the request arrived and answers only after `delay`.
+
+    The delay outlasts any stop a busy machine may be slow to deliver; a closing server ends it.
+    """
 
     def reply(recorded: Recorded) -> dict[str, Any]:
         started.set()
@@ -81,7 +86,7 @@ def when_set(event: threading.Event, action: Callable[[], Any]) -> None:
     """Run `action` on another thread as soon as `event` is set."""
 
     def wait_then_act() -> None:
-        if event.wait(5):
+        if event.wait(30):
             action()
 
     threading.Thread(target=wait_then_act, daemon=True).start()
@@ -263,7 +268,7 @@ def test_a_second_send_from_another_thread_stops_the_first(
     server.add(slow_reply(started), "second answer")
     agent = make_agent(server)
     first = Background(lambda: agent.send("first"))
-    assert started.wait(5)
+    assert started.wait(30)
     t0 = time.monotonic()
     result = agent.send("second")
     assert time.monotonic() - t0 < 2
@@ -281,12 +286,12 @@ def test_a_send_superseded_before_it_started_applies_nothing(
     def on_start() -> None:
         if not in_first.is_set():
             in_first.set()
-            release.wait(5)
+            release.wait(30)
 
     server.add("third answer")
     agent = make_agent(server, callbacks={"on_start": on_start})
     first = Background(lambda: agent.send("first"))
-    assert in_first.wait(5)
+    assert in_first.wait(30)
     first_running = agent.running
     second = Background(
         lambda: agent.send("second", config={"system": "from second"}, callbacks={"on_step": print})
@@ -345,11 +350,17 @@ def test_setting_the_cancel_event_mid_run_aborts_the_send(server: ModelServer, m
 def test_an_already_set_cancel_aborts_at_once_and_leaves_a_running_send_alone(
     server: ModelServer, make_agent: MakeAgent
 ) -> None:
-    started = threading.Event()
-    server.add(slow_reply(started, text="first answer", delay=0.3))
+    started, release = threading.Event(), threading.Event()
+
+    def held_reply(recorded: Recorded) -> str:
+        started.set()
+        release.wait(30)  # the first send stays running until the checks are done
+        return "first answer"
+
+    server.add(held_reply)
     agent = make_agent(server)
     first = Background(lambda: agent.send("first"))
-    assert started.wait(5)
+    assert started.wait(30)
     running = agent.running
     cancel = threading.Event()
     cancel.set()
@@ -357,6 +368,7 @@ def test_an_already_set_cancel_aborts_at_once_and_leaves_a_running_send_alone(
         agent.send("ignored", cancel=cancel)
     assert caught.value.kind == "aborted"
     assert running is not None and agent.running is running and not running.cancel.is_set()
+    release.set()
     assert first.join().error is None and first.result.text == "first answer"
     assert [m["content"] for m in agent.history if m["role"] == "user"] == ["first"]
 
@@ -393,7 +405,7 @@ def test_stop_returns_true_after_the_run_ended_with_every_call_answered(
     on_tool_result = {"on_tool_result": lambda p: added.set() if p["tool_name"] == "add" else None}
     agent = make_agent(server, tools=[blocking_tool(entered), add], callbacks=on_tool_result)
     first = Background(lambda: agent.send("hi"))
-    assert entered.wait(5) and added.wait(5)
+    assert entered.wait(30) and added.wait(30)
     assert agent.stop() is True
     assert agent.running is None
     assert [m["role"] for m in agent.history] == ["user", "assistant", "tool"]
@@ -519,16 +531,61 @@ def test_resume_runs_on_without_appending_input(server: ModelServer, make_agent:
     assert [m["role"] for m in server.requests[0]["messages"]] == ["user", "assistant", "tool"]
 
 
-@pytest.mark.parametrize(
-    "history", [[], [{"role": "user", "content": "hi"}], [{"role": "compact", "content": "s"}]]
-)
-def test_resume_needs_a_history_ending_in_an_assistant_or_tool_message(
+@pytest.mark.parametrize("history", [[], [{"role": "compact", "content": "s"}]])
+def test_resume_needs_a_history_ending_in_an_assistant_tool_or_user_message(
     server: ModelServer, make_agent: MakeAgent, history: Any
 ) -> None:
     agent = make_agent(server, history=history)
     with pytest.raises(AgentError) as caught:
         agent.resume()
     assert caught.value.kind == "request" and server.requests == []
+
+
+INPUT_TEXT = "the one and only input"
+
+
+def _input_copies(body: dict[str, Any]) -> int:
+    import json
+
+    return json.dumps(body).count(INPUT_TEXT)
+
+
+@pytest.mark.parametrize("protocol", ["chat", "responses", "anthropic", "gemini"])
+def test_resume_after_a_failed_first_request_sends_the_input_once(
+    protocol: str, server: ModelServer, make_agent: MakeAgent
+) -> None:
+    """Issue 8 defect 7: the input of a failed send is sent as it is, never a second copy."""
+    server.add({"status": 500, "error": "down"}, "answered")
+    agent = make_agent(server, protocol=protocol, retry=lambda error: False)
+    with pytest.raises(AgentError) as caught:
+        agent.send(INPUT_TEXT)
+    assert caught.value.kind == "server"
+    assert [m["role"] for m in agent.history] == ["user"]
+    result = agent.resume()
+    assert result.text == "answered"
+    assert [m["role"] for m in result.messages] == ["assistant"]
+    assert _input_copies(server.requests[1]) == 1
+    assert [m["role"] for m in agent.history] == ["user", "assistant"]
+
+
+def test_resume_after_a_send_stopped_before_the_reply_sends_the_input_once(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
+    cancel = threading.Event()
+
+    def stop_on_arrival(recorded: Recorded) -> dict[str, Any]:
+        cancel.set()  # the request has arrived: stop the send before the model answers
+        return {"text": "never read", "stall_after": 0}
+
+    server.add(stop_on_arrival, "answered")
+    agent = make_agent(server)
+    with pytest.raises(AgentError) as caught:
+        agent.send(INPUT_TEXT, cancel=cancel)
+    assert caught.value.kind == "aborted"
+    assert [m["role"] for m in agent.history] == ["user"]
+    assert agent.resume().text == "answered"
+    assert [_input_copies(body) for body in server.requests] == [1, 1]
+    assert [m["content"] for m in agent.history if m["role"] == "user"] == [INPUT_TEXT]
 
 
 def test_resume_with_input_is_a_type_error(server: ModelServer, make_agent: MakeAgent) -> None:
@@ -569,7 +626,7 @@ def test_compact_stops_what_is_running(server: ModelServer, make_agent: MakeAgen
     server.add(slow_reply(started), "the summary")
     agent = make_agent(server)
     first = Background(lambda: agent.send("long task"))
-    assert started.wait(5)
+    assert started.wait(30)
     assert agent.compact() == "the summary"
     assert_aborted(first.join().error)
     assert agent.history[-1]["role"] == "compact"
@@ -592,7 +649,7 @@ def test_close_stops_a_running_send(server: ModelServer, make_agent: MakeAgent) 
     server.add(slow_reply(started))
     agent = make_agent(server)
     first = Background(lambda: agent.send("hi"))
-    assert started.wait(5)
+    assert started.wait(30)
     agent.close()
     assert agent.running is None
     assert_aborted(first.join().error)
@@ -603,7 +660,7 @@ def test_agent_is_a_context_manager_that_closes(server: ModelServer) -> None:
     server.add(slow_reply(started))
     with Agent(config={"base_url": server.base_url, "model": "m"}) as agent:
         first = Background(lambda: agent.send("hi"))
-        assert started.wait(5)
+        assert started.wait(30)
     assert agent.running is None
     assert_aborted(first.join().error)
 
@@ -612,31 +669,40 @@ def test_agent_is_a_context_manager_that_closes(server: ModelServer) -> None:
 
 
 @pytest.fixture
-def interrupt_main_after() -> Iterator[Callable[[float], Any]]:
-    """`interrupt_main_after(seconds)`: deliver SIGINT to the main thread, like Ctrl-C."""
-    timers: list[threading.Timer] = []
+def interrupt_main_when() -> Iterator[Callable[[Callable[[], bool]], Any]]:
+    """`interrupt_main_when(condition)`: deliver SIGINT to the main thread, like Ctrl-C, once
+    `condition()` holds — a point the run has reached, never a delay (the machine may be slow)."""
+    done = threading.Event()
+    threads: list[threading.Thread] = []
     main = threading.main_thread().ident
     assert main is not None and threading.current_thread() is threading.main_thread()
 
-    def arm(seconds: float) -> None:
-        timer = threading.Timer(seconds, signal.pthread_kill, (main, signal.SIGINT))
-        timers.append(timer)
-        timer.start()
+    def arm(condition: Callable[[], bool]) -> None:
+        def watch() -> None:
+            deadline = time.monotonic() + 30
+            while not done.is_set() and time.monotonic() < deadline:
+                if condition():
+                    signal.pthread_kill(main, signal.SIGINT)
+                    return
+                done.wait(0.002)
+
+        threads.append(threading.Thread(target=watch, daemon=True))
+        threads[-1].start()
 
     yield arm
-    for timer in timers:
-        timer.cancel()
-        timer.join()
+    done.set()
+    for thread in threads:
+        thread.join()
 
 
 def test_keyboard_interrupt_stops_the_worker_closes_history_and_re_raises(
-    server: ModelServer, make_agent: MakeAgent, interrupt_main_after: Callable[[float], Any]
+    server: ModelServer, make_agent: MakeAgent, interrupt_main_when: Callable[[Callable[[], bool]], Any]
 ) -> None:
     assert threading.current_thread() is threading.main_thread()
     entered = threading.Event()
     server.add({"tool_calls": [{"name": "hang", "id": "c1"}]}, "never")
     agent = make_agent(server, tools=[blocking_tool(entered)])
-    interrupt_main_after(0.2)
+    interrupt_main_when(entered.is_set)  # Ctrl-C while the tool runs
     with pytest.raises(KeyboardInterrupt):
         agent.send("hi")
     assert entered.is_set() and agent.running is None
@@ -675,13 +741,13 @@ def test_stop_does_not_wait_for_a_memory_tool_that_ignores_cancel_and_drops_its_
     def stubborn() -> str:
         """Ignore cancellation."""
         entered.set()
-        release.wait(5)
+        release.wait(30)
         return "late value"
 
     server.add({"tool_calls": [{"name": "stubborn"}]})
     agent = make_agent(server, tools=[stubborn], callbacks={"on_tool_result": results.append})
     first = Background(lambda: agent.send("hi"))
-    assert entered.wait(5)
+    assert entered.wait(30)
     t0 = time.monotonic()
     assert agent.stop() is True
     assert time.monotonic() - t0 < 1
@@ -710,7 +776,7 @@ def test_stop_interrupts_a_retry_backoff_at_once(server: ModelServer, make_agent
         server, retry_base_delay=30.0, retry_max_delay=30.0, callbacks={"on_retry": lambda p: retrying.set()}
     )
     first = Background(lambda: agent.send("hi"))
-    assert retrying.wait(5)
+    assert retrying.wait(30)
     t0 = time.monotonic()
     assert agent.stop() is True
     assert time.monotonic() - t0 < 1
@@ -751,20 +817,22 @@ def test_compact_uses_the_on_retry_given_to_the_call(server: ModelServer, make_a
 
 
 def test_ctrl_c_while_waiting_for_the_previous_run_to_end_leaves_the_agent_usable(
-    server: ModelServer, make_agent: MakeAgent, interrupt_main_after: Callable[[float], Any]
+    server: ModelServer, make_agent: MakeAgent, interrupt_main_when: Callable[[Callable[[], bool]], Any]
 ) -> None:
     release, in_first = threading.Event(), threading.Event()
 
     def on_start() -> None:
         if not in_first.is_set():
             in_first.set()
-            release.wait(5)
+            release.wait(30)
 
     server.add("third answer")
     agent = make_agent(server, callbacks={"on_start": on_start})
     first = Background(lambda: agent.send("first"))
-    assert in_first.wait(5)
-    interrupt_main_after(0.1)
+    assert in_first.wait(30)
+    running_first = agent.running
+    # Ctrl-C once "second" has taken over agent.running and waits for the first run to end.
+    interrupt_main_when(lambda: agent.running is not running_first)
     with pytest.raises(KeyboardInterrupt):
         agent.send("second")
     release.set()

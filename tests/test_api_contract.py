@@ -482,10 +482,14 @@ def test_stop_idle_false_and_running_true(srv: ModelServer, agents: list[Agent])
 
 
 def test_cancel_event_stops_the_send(srv: ModelServer, agents: list[Agent]) -> None:
-    srv.add({"text": "slow", "delay": 5})
-    agent = make(agents, srv)
     event = threading.Event()
-    threading.Timer(0.2, event.set).start()
+
+    def arrived(recorded: Any) -> dict[str, Any]:
+        event.set()  # the request is in and its reply held back: cancel now
+        return {"text": "slow", "delay": 60}
+
+    srv.add(arrived)
+    agent = make(agents, srv)
     with pytest.raises(AgentError) as info:
         agent.send("hi", cancel=event)
     assert info.value.kind == "aborted"
@@ -519,10 +523,12 @@ def test_resume_rules(srv: ModelServer, agents: list[Agent]) -> None:
     with pytest.raises(AgentError) as info:
         agent.resume()
     assert info.value.kind == "request"
-    agent.history.append(agentcore.history.user("hi"))
+    agent.history.append(agentcore.history.compact("summary"))
     with pytest.raises(AgentError) as info:
         agent.resume()
     assert info.value.kind == "request"
+    agent.history.clear()
+    agent.history.append(agentcore.history.user("hi"))
     agent.history.append(agentcore.history.assistant("partial answer"))
     srv.add("continued")
     result = agent.resume()
@@ -753,11 +759,21 @@ def test_output_class_with_model_validate(srv: ModelServer, agents: list[Agent])
 
 
 def test_cancel_mid_stream_keeps_arrived_text(srv: ModelServer, agents: list[Agent]) -> None:
-    srv.add({"text": "partial words then more", "chunk_size": 4, "chunk_delay": 0.05})
+    # The stream stalls after a few chunks until the client leaves: the stop always lands mid-stream.
+    srv.add({"text": "partial words then more", "chunk_size": 4, "stall_after": 3})
     agent = make(agents, srv)
-    threading.Timer(0.15, agent.stop).start()
+    arrived = threading.Event()
+    stopper = threading.Thread(target=lambda: arrived.wait(30) and agent.stop())
+    stopper.start()
+
+    def on_llm_event(event: dict[str, Any]) -> None:
+        if event["type"] == "text-delta":
+            arrived.set()
+
     with pytest.raises(AgentError) as info:
-        agent.send("talk")
+        agent.send("talk", callbacks={"on_llm_event": on_llm_event})
+    arrived.set()
+    stopper.join()
     assert info.value.kind == "aborted"
     assert agent.history[-1]["role"] == "assistant"
     text = agent.history[-1]["content"][0]["text"]
@@ -1205,11 +1221,14 @@ def test_interrupted_result() -> None:
     event = threading.Event()
     release = threading.Event()
 
+    entered = threading.Event()
+
     def wait(input: dict[str, Any]) -> str:
-        release.wait(5)
+        entered.set()
+        release.wait(30)
         return "late"
 
-    threading.Timer(0.1, event.set).start()
+    threading.Thread(target=lambda: entered.wait(30) and event.set()).start()  # cancel mid-call
     try:
         result = agentcore.tools.execute("wait", {}, [{"name": "wait", "execute": wait}], cancel=event)
     finally:
@@ -1558,7 +1577,7 @@ def test_network_and_timeout_kinds(srv: ModelServer) -> None:
     with pytest.raises(AgentError) as info:
         agentcore.llm.chat(base_url=f"http://127.0.0.1:{free_port()}/v1", model="m", messages=messages)
     assert info.value.kind == "network"
-    srv.add({"text": "late", "delay": 2})
+    srv.add({"text": "late", "delay": 60})
     started = time.monotonic()
     with pytest.raises(AgentError) as info:
         agentcore.llm.chat(base_url=srv.base_url, model="m", messages=messages, request_timeout=0.2)
@@ -1566,9 +1585,11 @@ def test_network_and_timeout_kinds(srv: ModelServer) -> None:
 
 
 def test_long_healthy_stream_is_not_cut_by_request_timeout(srv: ModelServer) -> None:
-    srv.add({"text": "a" * 40, "chunk_size": 4, "chunk_delay": 0.06})
+    # The stream lasts several times request_timeout; each gap is far below it (a 5x margin for a
+    # busy machine's scheduling).
+    srv.add({"text": "a" * 40, "chunk_size": 4, "chunk_delay": 0.2})
     result = agentcore.llm.chat(
-        base_url=srv.base_url, model="m", messages=[{"role": "user", "content": "q"}], request_timeout=0.2
+        base_url=srv.base_url, model="m", messages=[{"role": "user", "content": "q"}], request_timeout=1.0
     )
     assert result.text == "a" * 40
 
@@ -2338,11 +2359,13 @@ def test_file_tools_details(tmp_path: Path, srv: ModelServer, agents: list[Agent
 
 
 def test_superseded_send_applies_nothing(srv: ModelServer, agents: list[Agent]) -> None:
-    def slow_finish(result: Any) -> None:
-        time.sleep(0.5)  # the run cannot end before this returns
+    release = threading.Event()
+
+    def held_finish(result: Any) -> None:
+        release.wait(30)  # A's run cannot end before the test has started B and C
 
     srv.add("A", "C")
-    agent = make(agents, srv, callbacks={"on_llm_finish": slow_finish})
+    agent = make(agents, srv, callbacks={"on_llm_finish": held_finish})
     outcomes: dict[str, Any] = {}
 
     def send(name: str, **kwargs: Any) -> None:
@@ -2353,12 +2376,17 @@ def test_superseded_send_applies_nothing(srv: ModelServer, agents: list[Agent]) 
 
     a = threading.Thread(target=send, args=("A",))
     a.start()
-    _wait_for(lambda: len(srv.requests) == 1)
+    _wait_for(lambda: len(srv.requests) == 1, timeout=30)
+    running_a = agent.running
     b = threading.Thread(target=send, args=("B",), kwargs={"config": {"system": "from B"}})
     b.start()
-    time.sleep(0.1)
+    # B has taken over `agent.running` and waits for A to end; then C supersedes B.
+    _wait_for(lambda: agent.running is not running_a, timeout=30)
+    running_b = agent.running
     c = threading.Thread(target=send, args=("C",))
     c.start()
+    _wait_for(lambda: agent.running is not running_b, timeout=30)
+    release.set()
     for thread in (a, b, c):
         thread.join(10)
     assert isinstance(outcomes["B"], AgentError) and outcomes["B"].kind == "aborted"
@@ -2647,15 +2675,18 @@ def test_cancelled_calls_reach_on_tool_result(srv: ModelServer, agents: list[Age
     release = threading.Event()
     results: list[dict[str, Any]] = []
 
+    entered = threading.Event()
+
     def block(input: dict[str, Any]) -> str:
-        release.wait(10)
+        entered.set()
+        release.wait(30)
         return "late"
 
     srv.add({"tool_calls": [{"name": "block", "id": "b1", "arguments": {}}]})
     agent = make(
         agents, srv, tools=[{"name": "block", "execute": block}], callbacks={"on_tool_result": results.append}
     )
-    threading.Timer(0.3, agent.stop).start()
+    threading.Thread(target=lambda: entered.wait(30) and agent.stop()).start()  # stop mid-call
     try:
         with pytest.raises(AgentError):
             agent.send("go")
@@ -2732,10 +2763,18 @@ def test_agent_file_tool_processes(tmp_path: Path, srv: ModelServer) -> None:
     # stop() kills a running tool process and returns once the run has ended.
     srv.add({"tool_calls": [{"name": "hang", "id": "h1", "arguments": {}}]})
     pids = {first["pid"], second["pid"]}
-    threading.Timer(0.5, agent.stop).start()
+
+    def stop_once_hang_runs(target: Agent) -> None:
+        # The call h1 is written (its round's tools start right after): stop mid-call.
+        _wait_for(lambda: "h1" in json.dumps(target.history[-1:]), timeout=30)
+        target.stop()
+
+    stopper = threading.Thread(target=stop_once_hang_runs, args=(agent,))
+    stopper.start()
     started = time.monotonic()
     with pytest.raises(AgentError):
         agent.send("hang")
+    stopper.join()
     assert time.monotonic() - started < 5
     assert "interrupt" in tool_results(agent.history)[-1]["output"]["value"].lower()
     # Garbage collection closes the agent: its idle tool processes go away.
@@ -2825,8 +2864,10 @@ def test_max_steps_counts_replies_not_attempts(srv: ModelServer, agents: list[Ag
 
 
 def test_tool_calls_of_a_round_run_in_parallel(srv: ModelServer, agents: list[Agent]) -> None:
+    together = threading.Barrier(4, timeout=30)
+
     def nap(input: dict[str, Any]) -> str:
-        time.sleep(0.3)
+        together.wait()  # passes only when all four calls run at the same time
         return "rested"
 
     calls = [{"name": "nap", "id": f"n{i}", "arguments": {}} for i in range(4)]
@@ -2834,8 +2875,9 @@ def test_tool_calls_of_a_round_run_in_parallel(srv: ModelServer, agents: list[Ag
     agent = make(agents, srv, tools=[{"name": "nap", "execute": nap}], no_tool_rounds=1)
     started = time.monotonic()
     agent.send("go")
-    assert time.monotonic() - started < 0.9
+    assert time.monotonic() - started < 30
     assert [r["tool_call_id"] for r in tool_results(agent.history)] == ["n0", "n1", "n2", "n3"]
+    assert [r["output"] for r in tool_results(agent.history)] == [{"type": "text", "value": "rested"}] * 4
 
 
 def test_compaction_at_most_once_per_round(srv: ModelServer, agents: list[Agent]) -> None:

@@ -358,23 +358,29 @@ def test_denied_invalid_and_interrupted_calls_all_fire_on_tool_result(
     @tool
     def hang(ctx: ToolContext) -> str:
         """Wait until cancelled."""
-        ctx.cancel.wait(5)
+        ctx.cancel.wait(30)
         return "late"
 
     agent: Any = None
+    others_answered = threading.Event()
 
     def on_permission(payload: dict[str, Any]) -> bool:
         return bool(payload["tool_name"] != "add")
 
+    def on_tool_result(payload: dict[str, Any]) -> None:
+        results.append(payload)
+        if {"denied", "invalid"} <= {r["tool_call_id"] for r in results}:
+            others_answered.set()  # only hang is left: stop it
+
     def on_tool_call(payload: dict[str, Any]) -> None:
         if payload["tool_name"] == "hang":
-            threading.Timer(0.05, agent.stop).start()
+            threading.Thread(target=lambda: others_answered.wait(30) and agent.stop()).start()
 
     calls = [add_call(id="denied"), {"name": "nope", "id": "invalid"}, {"name": "hang", "id": "interrupted"}]
     server.add({"tool_calls": calls})
     callbacks = {
         "on_permission": on_permission,
-        "on_tool_result": results.append,
+        "on_tool_result": on_tool_result,
         "on_tool_call": on_tool_call,
     }
     agent = make_agent(server, tools=[add, hang], callbacks=callbacks)

@@ -176,3 +176,54 @@ def test_compaction_request_overflow_is_raised(server: ModelServer, make_agent: 
     with pytest.raises(AgentError) as info:
         agent.compact()
     assert info.value.overflow and len(agent.history) == 1
+
+
+# ---------------------------------------------------------------- an oversized input (issue 8 defect 11)
+
+HUGE_INPUT = "log line: all is well\n" * (5_000_000 // 22)  # about 5 MB
+
+
+def test_a_5mb_input_covered_by_the_summary_is_logged_and_flagged(
+    server: ModelServer, make_agent: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.add("Summary: the user pasted a long log where all is well.", "All is well.")
+    events: list[dict[str, Any]] = []
+    agent = make_agent(server, callbacks={"on_compact": events.append})
+    with caplog.at_level("WARNING", logger="agentcore"):
+        result = agent.send(HUGE_INPUT)
+    assert result.reason == "finished" and result.text == "All is well."
+    finish = [e for e in events if e["type"] == "compact-finish"]
+    assert len(finish) == 1 and finish[0]["input_excerpted"] is True
+    warnings = [r for r in caplog.records if r.name == "agentcore" and r.levelname == "WARNING"]
+    assert len(warnings) == 1
+    message = warnings[0].getMessage()
+    assert f"{len(HUGE_INPUT)} characters" in message and "max_context_tokens=128000" in message
+    # Behaviour kept: the main request carries the summary, not the input; history keeps it whole.
+    assert len(server.log[1].raw) < 200_000
+    assert agent.history[0]["content"] == HUGE_INPUT
+
+
+def test_a_compaction_that_keeps_the_input_is_not_flagged(
+    server: ModelServer, make_agent: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.add("first answer", "the summary", "second answer")
+    events: list[dict[str, Any]] = []
+    agent = make_agent(server, callbacks={"on_compact": events.append})
+    agent.send("a short question")
+    with caplog.at_level("WARNING", logger="agentcore"):
+        assert agent.compact() == "the summary"
+    finish = [e for e in events if e["type"] == "compact-finish"]
+    assert len(finish) == 1 and finish[0]["input_excerpted"] is False
+    assert not [r for r in caplog.records if r.name == "agentcore" and r.levelname == "WARNING"]
+
+
+def test_compact_run_reports_input_excerpted(server: ModelServer) -> None:
+    from agentcore import compact
+
+    server.add("the summary")
+    result = compact.run(
+        history=[{"role": "user", "content": "x" * 50_000}],
+        connection={"base_url": server.base_url, "model": "m"},
+        max_context_tokens=10_000,
+    )
+    assert result["input_excerpted"] is True

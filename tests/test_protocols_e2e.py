@@ -27,10 +27,11 @@ from agentcore.config import NO_TOOL_PROMPT
 from agentcore.context import SUMMARY_INTRO
 from agentcore.protocols.base import CONTINUE_TEXT
 from agentcore.protocols.gemini import SKIP_SIGNATURE
-from agentcore.testing import ModelServer
+from agentcore.testing import ModelServer, Recorded, encoders
 from agentcore.testing.encoders import anthropic as anthropic_wire
 from agentcore.testing.encoders import gemini as gemini_wire
 from agentcore.testing.encoders import responses as responses_wire
+from agentcore.testing.script import build as build_reply
 
 pytestmark = pytest.mark.usefixtures("no_thread_leak")
 MakeAgent = Callable[..., Agent]
@@ -932,10 +933,46 @@ def test_text_tool_mode(protocol: str, stream: bool, server: ModelServer, make_a
 # ---------------------------------------------------------------- cancellation
 
 
-def _stop_later(agent: Agent, delay_s: float) -> threading.Timer:
-    timer = threading.Timer(delay_s, agent.stop)
-    timer.start()
-    return timer
+class _Stopper:
+    """Calls `agent.stop()` from its own thread once the run has reached a point the test names.
+
+    The stop is tied to an event of the run (a stream event, a tool result, the request reaching
+    the server), never to a delay: on a busy machine a timer may fire before the run got there,
+    or after it ended. `stop_s` is how long `stop()` itself took.
+    """
+
+    def __init__(self, agent: Agent) -> None:
+        self.reached = threading.Event()
+        self.stop_s: float | None = None
+        self._thread = threading.Thread(target=self._stop, args=(agent,), name="test-stopper")
+        self._thread.start()
+
+    def _stop(self, agent: Agent) -> None:
+        if self.reached.wait(30):
+            started = time.monotonic()
+            agent.stop()
+            self.stop_s = time.monotonic() - started
+
+    def join(self) -> None:
+        self.reached.set()  # a run that failed early must not leave the thread waiting
+        self._thread.join()
+
+
+def held_open(item: dict[str, Any]) -> Callable[[Recorded], dict[str, Any]]:
+    """`item` streamed but for its last chunk; then the stream stays open until the client leaves.
+
+    A test that stops mid-stream needs the stream still running when it stops, however slow the
+    machine: a stream that can end on its own races the stop.
+    """
+
+    def reply(recorded: Recorded) -> dict[str, Any]:
+        protocol = encoders.protocol_for(recorded.path)
+        encoder = encoders.get(protocol or "")
+        assert encoder is not None
+        built = build_reply(item, recorded, lambda: "call_x", encoders.extra_keys())
+        return {**item, "stall_after": len(list(encoder.encode_stream(built, recorded))) - 1}
+
+    return reply
 
 
 def test_stop_mid_stream_keeps_the_text_that_arrived(
@@ -943,13 +980,20 @@ def test_stop_mid_stream_keeps_the_text_that_arrived(
 ) -> None:
     server.add({"text": "Here is the start of a long answer " * 4, "stall_after": 8})
     agent = make_agent(server, protocol=protocol, stream=True)
-    timer = _stop_later(agent, 0.2)
-    started = time.monotonic()
+    stopper = _Stopper(agent)
+    arrived: list[str] = []
+
+    def on_llm_event(event: dict[str, Any]) -> None:
+        if event["type"] == "text-delta":
+            arrived.append(event["text"])
+            if "".join(arrived).startswith("Here is the"):
+                stopper.reached.set()  # the stream then stalls (stall_after) until the stop
+
     with pytest.raises(AgentError) as raised:
-        agent.send("hi")
-    timer.join()
+        agent.send("hi", callbacks={"on_llm_event": on_llm_event})
+    stopper.join()
     assert raised.value.kind == "aborted"
-    assert time.monotonic() - started < 2.0
+    assert stopper.stop_s is not None and stopper.stop_s < 2.0
     assert [m["role"] for m in agent.history] == ["user", "assistant"]
     assert agent.history[1]["content"][0]["text"].startswith("Here is the")
     assert_history_valid(agent.history)
@@ -959,17 +1003,26 @@ def test_stop_mid_stream_with_calls_answers_every_call(
     protocol: str, server: ModelServer, make_agent: MakeAgent
 ) -> None:
     calls = [call("add", {"a": 1, "b": 2}), call("add", {"a": 3, "b": 4})]
-    server.add(
-        {"text": "Working on it, adding twice.", "tool_calls": calls, "chunk_delay": 0.03, "chunk_size": 4}
-    )
+    server.add(held_open({"text": "Working on it, adding twice.", "tool_calls": calls, "chunk_size": 4}))
     agent = make_agent(server, protocol=protocol, stream=True, tools=[add])
-    timer = _stop_later(agent, 0.25)
-    started = time.monotonic()
+    stopper = _Stopper(agent)
+    complete_calls: list[dict[str, Any]] = []
+
+    def on_llm_event(event: dict[str, Any]) -> None:
+        if event["type"] == "tool-call":
+            complete_calls.append(event)
+            if len(complete_calls) == 2:
+                stopper.reached.set()  # both calls are in; the stream is held open
+
     with pytest.raises(AgentError) as raised:
-        agent.send("hi")
-    timer.join()
-    assert raised.value.kind == "aborted" and time.monotonic() - started < 2.0
+        agent.send("hi", callbacks={"on_llm_event": on_llm_event})
+    stopper.join()
+    assert raised.value.kind == "aborted"
+    assert stopper.stop_s is not None and stopper.stop_s < 2.0
     assert agent.history[0]["content"] == "hi"
+    assert [m["role"] for m in agent.history] == ["user", "assistant", "tool"]
+    assert len(parts_of(agent.history[1], "tool-call")) == 2
+    assert all(r["output"]["type"] == "error-text" for r in agent.history[2]["content"])
     assert_history_valid(agent.history)
 
 
@@ -978,10 +1031,15 @@ def test_stop_during_a_tool_call_answers_it_as_interrupted(
 ) -> None:
     server.add({"tool_calls": [call("sleepy"), call("add", {"a": 1, "b": 1})]})
     agent = make_agent(server, protocol=protocol, tools=[sleepy, add])
-    timer = _stop_later(agent, 0.2)
+    stopper = _Stopper(agent)
+
+    def on_tool_result(payload: dict[str, Any]) -> None:
+        if payload["tool_name"] == "add":
+            stopper.reached.set()  # add is answered; sleepy waits for the cancel
+
     with pytest.raises(AgentError) as raised:
-        agent.send("go")
-    timer.join()
+        agent.send("go", callbacks={"on_tool_result": on_tool_result})
+    stopper.join()
     assert raised.value.kind == "aborted"
     outputs = [p["output"] for p in agent.history[2]["content"]]
     assert outputs[0]["type"] == "error-text" and "interrupted" in outputs[0]["value"]
@@ -992,14 +1050,19 @@ def test_stop_during_a_tool_call_answers_it_as_interrupted(
 def test_stop_while_waiting_for_a_whole_reply(
     protocol: str, server: ModelServer, make_agent: MakeAgent
 ) -> None:
-    server.add({"text": "too late", "delay": 3})
     agent = make_agent(server, protocol=protocol, stream=False)
-    timer = _stop_later(agent, 0.15)
-    started = time.monotonic()
+    stopper = _Stopper(agent)
+
+    def arrived(recorded: Recorded) -> dict[str, Any]:
+        stopper.reached.set()  # the request is in; the reply is held back until the client leaves
+        return {"text": "too late", "delay": 60}
+
+    server.add(arrived)
     with pytest.raises(AgentError) as raised:
         agent.send("hi")
-    timer.join()
-    assert raised.value.kind == "aborted" and time.monotonic() - started < 2.0
+    stopper.join()
+    assert raised.value.kind == "aborted"
+    assert stopper.stop_s is not None and stopper.stop_s < 2.0
     assert [m["role"] for m in agent.history] == ["user"]
 
 

@@ -42,6 +42,7 @@ _KEY_TYPES: dict[str, tuple[type, ...]] = {
     "stall_after": (int, type(None)),
     "stream_error": (str, type(None)),
     "truncate": (bool,),
+    "numbered_call_ids": (bool,),
 }
 KEYS = frozenset(_KEY_TYPES)
 USAGE_KEYS = frozenset(
@@ -186,7 +187,8 @@ def build(
 
     A callable item is called with `recorded` first. Usage not given is estimated from the
     request and reply sizes (about 4 characters a token); tool calls without an `id` get
-    one from `new_call_id`.
+    one from `new_call_id` — or, with `numbered_call_ids: True`, `call_0`, `call_1`, … counted
+    from 0 in every reply, as many OpenAI-compatible servers do.
     """
     if callable(item):
         item = item(recorded)
@@ -196,6 +198,9 @@ def build(
         item = {"text": item}
     check(item, extra_keys)
     assert isinstance(item, Mapping)
+    if item.get("numbered_call_ids"):
+        numbers = iter(range(len(item.get("tool_calls", ()))))
+        new_call_id = lambda: f"call_{next(numbers)}"  # noqa: E731
     calls = tuple(_scripted_call(call, new_call_id) for call in item.get("tool_calls", ()))
     text = item.get("text", "")
     reasoning = item.get("reasoning")
