@@ -18,12 +18,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "agentcore"
 
 RANKS = [
     ("errors", "usage", "_utils", "result"),
-    ("output", "history", "tools", "protocols.base", "config"),
+    ("output", "history", "tools", "protocols.base", "config", "events", "hooks", "inputs", "queues"),
     ("protocols", "text_tools"),
     ("llm", "_http", "context", "tool_mode"),
-    ("compact",),
+    ("compact", "batch"),
     ("loop",),
-    ("agent",),
+    ("agent", "aio"),
     ("__init__", "testing"),
 ]
 
