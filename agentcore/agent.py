@@ -175,6 +175,14 @@ class Agent:
         """Empty both queues; returns what was removed, shaped like `queued()`."""
         return self._queues.clear()
 
+    def as_tool(
+        self, name: str, description: str, *, input_schema: Mapping[str, Any] | None = None, output: Any = None
+    ) -> dict[str, Any]:
+        """This agent as a memory tool: each call runs a fresh copy on the call's task (subagent.py)."""
+        from . import subagent
+
+        return subagent.as_tool(self, name, description, input_schema=input_schema, output=output)
+
     # ------------------------------------------------------------ async callers (aio.py)
 
     # Thin doors into aio.py, imported on first use: nothing else in the package imports asyncio.
@@ -368,6 +376,7 @@ class Agent:
                 dict(callbacks or self._callbacks),
                 self._listeners,
                 sinks,
+                config=self._config,
             )
             state = _loop.Run(
                 agent_id=self.id,

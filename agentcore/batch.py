@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from ._utils.cancel import Signal, child
 from ._utils.threads import spawn
-from .events import Emitter
+from .events import Emitter, ToolScope, enter_scope, leave_scope
 from .hooks import HookFailed, Hooks
 from .protocols.base import ToolCall
 from .tools.execute import check_call, run_checked
@@ -180,15 +180,23 @@ class Batch:
         if self.cancel.is_set():
             return interrupted_result()
         events.tool_start(call, input)
-        result = run_checked(
-            state.tools,
-            call,
-            cancel=self.cancel,
-            on_output=events.tool_output,
-            limit=state.config["max_tool_output"],
-            agent_id=state.agent_id,
-            pool=state.pool,
-        )
+        # The scope tells a delegating tool (a sub-agent) which call it works for (subagent.py).
+        scope = ToolScope(events, call, self.cancel)
+        token = enter_scope(scope)
+        try:
+            result = run_checked(
+                state.tools,
+                call,
+                cancel=self.cancel,
+                on_output=events.tool_output,
+                limit=state.config["max_tool_output"],
+                agent_id=state.agent_id,
+                pool=state.pool,
+            )
+        finally:
+            leave_scope(token)
+        if scope.usage is not None:
+            result = {**result, "sub_agent_usage": scope.usage.to_dict()}
         if result.get("interrupted"):
             return result
         return self._after(call, input, result)

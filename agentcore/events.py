@@ -14,10 +14,12 @@ dict; when nobody listens, a point costs one tuple check and builds nothing.
 from __future__ import annotations
 
 import collections
+import contextvars
 import logging
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ._utils.notify import notify
@@ -30,6 +32,61 @@ Listener = Callable[[Event], Any]
 
 # The stream events of a reply that reach `message_update` (a `finish` event carries objects).
 DELTA_TYPES = frozenset({"text-delta", "reasoning-delta", "tool-call-delta", "tool-call"})
+
+# An observer hears every event of every run in the process, plus the internal points
+# `chat_start` / `chat_end` / `chat_error` (one HTTP attempt each): telemetry.py is one.
+Observer = Callable[["Emitter", Event], Any]
+_observers: tuple[Observer, ...] = ()
+_observers_lock = threading.Lock()
+
+
+def observe(observer: Observer) -> Callable[[], None]:
+    """Register a process-wide observer (runs started from now on); returns the remover."""
+    global _observers
+    with _observers_lock:
+        _observers = (*_observers, observer)
+
+    def remove() -> None:
+        global _observers
+        with _observers_lock:
+            _observers = tuple(o for o in _observers if o is not observer)
+
+    return remove
+
+
+@dataclass
+class ToolScope:
+    """The tool call a thread works for: set by the batch around a call, inherited by its threads.
+
+    A delegating tool (a sub-agent) reads it to forward its run's events to `events`, and adds
+    what its runs used to `usage` (the tool message's `sub_agent_usage`).
+    """
+
+    events: Emitter
+    call: Any
+    cancel: threading.Event
+    usage: Any = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add_usage(self, usage: Any) -> None:
+        with self._lock:
+            self.usage = usage if self.usage is None else self.usage + usage
+
+
+_scope: contextvars.ContextVar[ToolScope | None] = contextvars.ContextVar("agentcore_tool_scope", default=None)
+
+
+def current_scope() -> ToolScope | None:
+    """The tool call this thread works for, or None outside any call."""
+    return _scope.get()
+
+
+def enter_scope(scope: ToolScope) -> contextvars.Token[ToolScope | None]:
+    return _scope.set(scope)
+
+
+def leave_scope(token: contextvars.Token[ToolScope | None]) -> None:
+    _scope.reset(token)
 
 
 class Listeners:
@@ -85,12 +142,17 @@ class Emitter:
         callbacks: Mapping[str, Callable[..., Any]],
         listeners: Listeners | None = None,
         sinks: Sequence[Listener] = (),
+        config: Mapping[str, Any] | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.run_id = run_id
         self.callbacks = callbacks
+        # Read by observers (model, protocol); `parent` is the tool call this run works for.
+        self.config: Mapping[str, Any] = config or {}
+        self.parent = current_scope()
         self._listeners = listeners or Listeners()
         self._sinks = tuple(sinks)
+        self._observers = _observers
         self._lock = threading.RLock()
         self._ended = False
         self._reply_open = False
@@ -98,7 +160,7 @@ class Emitter:
     # ------------------------------------------------------------ delivery
 
     def listening(self) -> bool:
-        return bool(self._sinks or self._listeners.items) and not self._ended
+        return bool(self._sinks or self._listeners.items or self._observers) and not self._ended
 
     def emit(self, type: str, keys: dict[str, Any] | None = None) -> None:
         """Deliver one event to the run's sinks, then to the agent's subscribers."""
@@ -120,6 +182,20 @@ class Emitter:
                 except Exception:
                     name = getattr(listener, "__name__", repr(listener))
                     log.warning("event listener %s raised; the run goes on", name, exc_info=True)
+            self._observe(event)
+
+    def note(self, type: str, keys: dict[str, Any]) -> None:
+        """An internal point only observers hear (not part of the public event stream)."""
+        if self._observers and not self._ended:
+            with self._lock:
+                self._observe({"type": type, "run_id": self.run_id, "agent_id": self.agent_id, **keys})
+
+    def _observe(self, event: Event) -> None:
+        for observer in self._observers:
+            try:
+                observer(self, event)
+            except Exception:
+                log.warning("event observer raised; the run goes on", exc_info=True)
 
     def _callback(self, name: str, *args: Any) -> None:
         notify(self.callbacks.get(name), *args)
@@ -172,6 +248,8 @@ class Emitter:
     def llm_start(self, payload: dict[str, Any]) -> None:
         self._reply_open = False
         self._callback("on_llm_start", payload)
+        if self._observers:
+            self.note("chat_start", payload)
 
     def llm_event(self, event: dict[str, Any]) -> None:
         self._callback("on_llm_event", event)
@@ -181,6 +259,13 @@ class Emitter:
 
     def llm_finish(self, result: Any) -> None:
         self._callback("on_llm_finish", result)
+        if self._observers:
+            self.note("chat_end", {"result": result})
+
+    def llm_failed(self, error: BaseException) -> None:
+        """One HTTP attempt failed (retried or not): only observers hear it (a chat span per attempt)."""
+        if self._observers:
+            self.note("chat_error", {"error": error_info(error)})
 
     def reply(self, message: Mapping[str, Any]) -> None:
         """The assistant reply was appended (whole, or cut short by a cancel)."""

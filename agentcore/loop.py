@@ -282,6 +282,7 @@ def _attempt_in(state: Run, reminder: bool, mode: str) -> tuple[LLMResult, Any]:
             adapter=config["model"],
         )
     except AgentError as error:
+        state.events.llm_failed(error)
         if error.kind != "aborted":
             state.partial = None
         raise
@@ -462,13 +463,17 @@ def _call_part(call: ToolCall) -> dict[str, Any]:
 
 
 def _tool_message(calls: list[dict[str, Any]], results: list[dict[str, Any]]) -> Message:
-    return {
+    message: Message = {
         "role": "tool",
         "content": [
             tool_result_part(str(c["tool_call_id"]), str(c["tool_name"]), r["output"])
             for c, r in zip(calls, results, strict=True)
         ],
     }
+    delegated = [Usage.of(**r["sub_agent_usage"]) for r in results if r.get("sub_agent_usage")]
+    if delegated:
+        message["sub_agent_usage"] = sum(delegated, Usage()).to_dict()
+    return message
 
 
 # ---------------------------------------------------------------- history

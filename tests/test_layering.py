@@ -23,8 +23,8 @@ RANKS = [
     ("llm", "_http", "context", "tool_mode"),
     ("compact", "batch"),
     ("loop",),
-    ("agent", "aio"),
-    ("__init__", "testing"),
+    ("agent", "aio", "subagent"),
+    ("__init__", "testing", "telemetry"),
 ]
 
 
