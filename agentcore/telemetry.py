@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from . import events as _events
+from ._utils.tracecontext import set_traceparent
 from .errors import AgentError
 
 if TYPE_CHECKING:
@@ -221,6 +222,8 @@ class _Spans:
             span.set_attribute("gen_ai.tool.call.arguments", _json(event.get("input")))
         with self._lock:
             self._tools[(event["run_id"], event["tool_call_id"])] = span
+        # Observers run on the call's own thread: a tool process started from here gets it.
+        set_traceparent(_traceparent(span))
 
     def _start_tool(self, event: dict[str, Any]) -> Span:
         name = str(event["tool_name"])
@@ -239,6 +242,7 @@ class _Spans:
     def _tool_end(self, emitter: Any, event: dict[str, Any]) -> None:
         with self._lock:
             span = self._tools.pop((event["run_id"], event["tool_call_id"]), None)
+        set_traceparent(None)
         if span is None:
             # Denied, invalid or unknown calls never start: they still get their (empty) span.
             span = self._start_tool(event)
@@ -282,6 +286,15 @@ def _model_attributes(config: Mapping[str, Any]) -> dict[str, Any]:
         if parts.port:
             attributes["server.port"] = parts.port
     return attributes
+
+
+def _traceparent(span: Span) -> str | None:
+    from opentelemetry import trace
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    carrier: dict[str, str] = {}
+    TraceContextTextMapPropagator().inject(carrier, context=trace.set_span_in_context(span))
+    return carrier.get("traceparent")
 
 
 def _tool_error(result: Mapping[str, Any]) -> str | None:

@@ -193,23 +193,35 @@ def test_file_tool_call_span(server: ModelServer, exporter: InMemorySpanExporter
     (tmp_path / "echo.py").write_text(
         textwrap.dedent(
             """\
+            import os
+
             from agentcore import tool
 
 
             @tool
-            def echo(text: str) -> str:
-                \"\"\"Echo.\"\"\"
-                return text
+            def trace() -> str:
+                \"\"\"The trace context this call runs in.\"\"\"
+                return os.environ.get("TRACEPARENT", "none")
             """
         )
     )
-    server.add({"tool_calls": [{"name": "echo", "id": "e1", "arguments": {"text": "hi"}}]}, "done")
+    server.add({"tool_calls": [{"name": "trace", "id": "t1", "arguments": {}}]}, "done")
     with _agent(server, tools=agentcore.tools.scan(tmp_path)) as agent:
         agent.send("go")
-    spans = exporter.get_finished_spans()
-    (run,) = _named(spans, "invoke_agent")
-    (call,) = _named(spans, "execute_tool echo")
-    assert _parent_id(call) == _id(run) and "error.type" not in dict(call.attributes or {})
+        spans = exporter.get_finished_spans()
+        (run,) = _named(spans, "invoke_agent")
+        (call,) = _named(spans, "execute_tool trace")
+        assert _parent_id(call) == _id(run) and "error.type" not in dict(call.attributes or {})
+        # The tool process ran inside the call's span: TRACEPARENT names it.
+        context = call.get_span_context()
+        output = [m for m in agent.history if m["role"] == "tool"][0]["content"][0]["output"]
+        assert output["value"].startswith(f"00-{context.trace_id:032x}-{context.span_id:016x}-")
+        # Untraced, the same process sees none.
+        telemetry.uninstrument()
+        server.add({"tool_calls": [{"name": "trace", "id": "t2", "arguments": {}}]}, "done")
+        agent.send("again")
+        output = [m for m in agent.history if m["role"] == "tool"][-1]["content"][0]["output"]
+        assert output == {"type": "text", "value": "none"}
 
 
 def test_sub_agent_runs_nest_under_the_calling_tool_span(server: ModelServer, exporter: InMemorySpanExporter) -> None:

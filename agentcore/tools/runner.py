@@ -35,6 +35,7 @@ from typing import Any
 
 from .._utils.cancel import Signal, child
 from .._utils.notify import notify
+from .._utils.tracecontext import traceparent
 from ..errors import AgentError
 from .handlers import FileTool
 from .shape import error_result, interrupted_result, timeout_result
@@ -285,6 +286,9 @@ class ToolPool:
             "agent_id": agent_id,
             "cwd": _cwd(),
         }
+        trace = traceparent()
+        if trace is not None:
+            message["traceparent"] = trace
         try:
             proc = self._start_job(ticket, handler.folder, handler.version, message)
         except (ValueError, TypeError) as exc:
