@@ -176,7 +176,12 @@ class Agent:
         return self._queues.clear()
 
     def as_tool(
-        self, name: str, description: str, *, input_schema: Mapping[str, Any] | None = None, output: Any = None
+        self,
+        name: str,
+        description: str,
+        *,
+        input_schema: Mapping[str, Any] | None = None,
+        output: Any = None,
     ) -> dict[str, Any]:
         """This agent as a memory tool: each call runs a fresh copy on the call's task (subagent.py)."""
         from . import subagent

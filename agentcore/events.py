@@ -73,7 +73,9 @@ class ToolScope:
             self.usage = usage if self.usage is None else self.usage + usage
 
 
-_scope: contextvars.ContextVar[ToolScope | None] = contextvars.ContextVar("agentcore_tool_scope", default=None)
+_scope: contextvars.ContextVar[ToolScope | None] = contextvars.ContextVar(
+    "agentcore_tool_scope", default=None
+)
 
 
 def current_scope() -> ToolScope | None:

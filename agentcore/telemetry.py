@@ -168,7 +168,9 @@ class _Spans:
         if self._content:
             attributes["gen_ai.input.messages"] = _json(event.get("messages", []))
             if event.get("system"):
-                attributes["gen_ai.system_instructions"] = _json([{"type": "text", "content": event["system"]}])
+                attributes["gen_ai.system_instructions"] = _json(
+                    [{"type": "text", "content": event["system"]}]
+                )
             if event.get("tools"):
                 attributes["gen_ai.tool.definitions"] = _json(event["tools"])
         model = attributes.get("gen_ai.request.model", "")

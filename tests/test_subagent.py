@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import FAST_RETRY, MODEL
 
 import agentcore
 from agentcore import Agent, AgentError, Usage
@@ -18,11 +19,17 @@ from agentcore.testing import ModelServer
 from agentcore.testing.script import Recorded
 from agentcore.usage import total
 
-from conftest import FAST_RETRY, MODEL
 
-
-def _agent(server: ModelServer, *, system: str = "", tools: Any = None, history: Any = None, **extra: Any) -> Agent:
-    config = {"base_url": server.base_url, "model": MODEL, "system": system, "no_tool_rounds": 1, **FAST_RETRY}
+def _agent(
+    server: ModelServer, *, system: str = "", tools: Any = None, history: Any = None, **extra: Any
+) -> Agent:
+    config = {
+        "base_url": server.base_url,
+        "model": MODEL,
+        "system": system,
+        "no_tool_rounds": 1,
+        **FAST_RETRY,
+    }
     return Agent(config={**config, **extra}, tools=tools, history=history)
 
 

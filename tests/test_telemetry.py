@@ -15,16 +15,15 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
-from opentelemetry.trace import StatusCode  # noqa: E402
+from conftest import FAST_RETRY, MODEL
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
-import agentcore  # noqa: E402
-from agentcore import Agent, AgentError, telemetry, tool  # noqa: E402
-from agentcore.testing import ModelServer  # noqa: E402
-
-from conftest import FAST_RETRY, MODEL  # noqa: E402
+import agentcore
+from agentcore import Agent, AgentError, telemetry, tool
+from agentcore.testing import ModelServer
 
 KEY = "sk-telemetry-secret-123456"
 
@@ -65,13 +64,21 @@ def _id(span: ReadableSpan) -> int:
 
 def test_a_run_with_a_tool_call(server: ModelServer, exporter: InMemorySpanExporter) -> None:
     server.add(
-        {"tool_calls": [{"name": "add", "id": "c1", "arguments": {"a": 2, "b": 3}}], "usage": {"input_tokens": 11, "output_tokens": 4}},
+        {
+            "tool_calls": [{"name": "add", "id": "c1", "arguments": {"a": 2, "b": 3}}],
+            "usage": {"input_tokens": 11, "output_tokens": 4},
+        },
         {"text": "5", "usage": {"input_tokens": 20, "output_tokens": 1}},
     )
     with _agent(server, tools=[add]) as agent:
         agent.send("What is 2 + 3?")
         spans = exporter.get_finished_spans()
-        assert sorted(s.name for s in spans) == ["chat test-model", "chat test-model", "execute_tool add", "invoke_agent"]
+        assert sorted(s.name for s in spans) == [
+            "chat test-model",
+            "chat test-model",
+            "execute_tool add",
+            "invoke_agent",
+        ]
         (run,) = _named(spans, "invoke_agent")
         chats = _named(spans, "chat ")
         (call,) = _named(spans, "execute_tool")
@@ -101,7 +108,9 @@ def test_a_run_with_a_tool_call(server: ModelServer, exporter: InMemorySpanExpor
         # No content by default, and never the API key.
         for span in spans:
             attributes = dict(span.attributes or {})
-            assert not any(k.endswith(("messages", ".arguments", ".result", "instructions")) for k in attributes)
+            assert not any(
+                k.endswith(("messages", ".arguments", ".result", "instructions")) for k in attributes
+            )
             assert KEY not in json.dumps(attributes, default=str)
 
 
@@ -152,7 +161,9 @@ def test_a_failed_run(server: ModelServer, exporter: InMemorySpanExporter) -> No
         assert dict(span.attributes or {})["error.type"] == caught.value.kind == "auth"
 
 
-def test_tool_errors_and_parallel_calls_on_tool_threads(server: ModelServer, exporter: InMemorySpanExporter) -> None:
+def test_tool_errors_and_parallel_calls_on_tool_threads(
+    server: ModelServer, exporter: InMemorySpanExporter
+) -> None:
     threads: set[int] = set()
     both = threading.Barrier(2, timeout=10)
 
@@ -214,7 +225,7 @@ def test_file_tool_call_span(server: ModelServer, exporter: InMemorySpanExporter
         assert _parent_id(call) == _id(run) and "error.type" not in dict(call.attributes or {})
         # The tool process ran inside the call's span: TRACEPARENT names it.
         context = call.get_span_context()
-        output = [m for m in agent.history if m["role"] == "tool"][0]["content"][0]["output"]
+        output = next(m for m in agent.history if m["role"] == "tool")["content"][0]["output"]
         assert output["value"].startswith(f"00-{context.trace_id:032x}-{context.span_id:016x}-")
         # Untraced, the same process sees none.
         telemetry.uninstrument()
@@ -224,7 +235,9 @@ def test_file_tool_call_span(server: ModelServer, exporter: InMemorySpanExporter
         assert output == {"type": "text", "value": "none"}
 
 
-def test_sub_agent_runs_nest_under_the_calling_tool_span(server: ModelServer, exporter: InMemorySpanExporter) -> None:
+def test_sub_agent_runs_nest_under_the_calling_tool_span(
+    server: ModelServer, exporter: InMemorySpanExporter
+) -> None:
     checker = _agent(server)
     researcher = _agent(server, tools=[checker.as_tool("check", "Check")])
     lead = _agent(server, tools=[researcher.as_tool("research", "Research")])
@@ -256,9 +269,8 @@ def test_the_callers_span_is_the_parent(server: ModelServer, exporter: InMemoryS
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     server.add("hi")
-    with _agent(server) as agent:
-        with provider.get_tracer("app").start_as_current_span("handle request") as outer:
-            agent.send("hello")
+    with _agent(server) as agent, provider.get_tracer("app").start_as_current_span("request") as outer:
+        agent.send("hello")
     (run,) = _named(exporter.get_finished_spans(), "invoke_agent")
     assert _parent_id(run) == outer.get_span_context().span_id
 

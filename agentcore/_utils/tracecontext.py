@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextvars
 
-_traceparent: contextvars.ContextVar[str | None] = contextvars.ContextVar("agentcore_traceparent", default=None)
+_traceparent: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "agentcore_traceparent", default=None
+)
 
 
 def traceparent() -> str | None:
