@@ -320,6 +320,7 @@ class Agent:
         run_id = uuid.uuid4().hex
         own = Signal()
         feed = Feed(own)
+        feed.owner = self
         unfollow = follow(cancel, own) if cancel is not None else None
 
         def drive() -> None:
