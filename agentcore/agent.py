@@ -316,13 +316,24 @@ class Agent:
         result: SendResult = self._drive(running, lambda: _loop.run(state), cancel)
         return result
 
-    def _stream(self, overrides: _Overrides, message: Message | None, cancel: threading.Event | None) -> Run:
-        """The run of `_run`, driven from a thread of its own; its events go to the Run's feed."""
+    def _stream(
+        self,
+        overrides: _Overrides,
+        message: Message | None,
+        cancel: threading.Event | None,
+        launch: Callable[[Callable[[], None], str], Any] | None = None,
+    ) -> Run:
+        """The run of `_run`, driven from a thread of its own; its events go to the Run's feed.
+
+        `launch(drive, name)` starts that thread (aio.py hands it to a starter thread, so that an
+        event loop never waits for a thread to start).
+        """
         if cancel is not None and cancel.is_set():
             raise AgentError("the send was cancelled before it started", kind="aborted")
         run_id = uuid.uuid4().hex
         own = Signal()
         feed = Feed(own)
+        feed.owner = self
         unfollow = follow(cancel, own) if cancel is not None else None
 
         def drive() -> None:
@@ -339,7 +350,7 @@ class Agent:
                     unfollow()
             feed.finish(result, error)
 
-        spawn(drive, name=f"agentcore-stream-{self.id[:8]}")
+        (launch or _spawn)(drive, f"agentcore-stream-{self.id[:8]}")
         return Run(feed, run_id)
 
     def _start(
@@ -504,6 +515,10 @@ class _Overrides:
                 agent._hooks.pop(name, None)
             else:
                 agent._hooks[name] = hook
+
+
+def _spawn(target: Callable[[], None], name: str) -> None:
+    spawn(target, name=name)
 
 
 def _close_pools(box: list[Any]) -> None:

@@ -13,27 +13,61 @@ This is the one module of agentcore that imports asyncio (tests/test_aio.py chec
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import queue
+import threading
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from ._utils.threads import spawn
 from .events import Event, Feed, Run
 
 __all__ = ["aresume", "asend", "astream"]
 
 
-async def asend(agent: Any, input: Any, **kwargs: Any) -> Any:
-    """`agent.send(input, **kwargs)` as a coroutine; bad input or config raise at once."""
-    return await _result(agent.stream(input, **kwargs))
+async def asend(agent: Any, input: Any, *, cancel: threading.Event | None = None, **kwargs: Any) -> Any:
+    """`agent.send(input, **kwargs)` as a coroutine."""
+    return await _result(_start_send(agent, input, cancel, kwargs))
 
 
-async def aresume(agent: Any, **kwargs: Any) -> Any:
+async def aresume(agent: Any, *, cancel: threading.Event | None = None, **kwargs: Any) -> Any:
     """`agent.resume(**kwargs)` as a coroutine."""
-    return await _result(agent.stream_resume(**kwargs))
+    return await _result(agent._stream(agent._prepare_resume(**kwargs), None, cancel, _launch))
 
 
-def astream(agent: Any, input: Any, **kwargs: Any) -> AsyncIterator[Event]:
+def astream(
+    agent: Any, input: Any, *, cancel: threading.Event | None = None, **kwargs: Any
+) -> AsyncIterator[Event]:
     """The events of `agent.stream(input, **kwargs)`; the run starts (and input is checked) now."""
-    return _events(agent.stream(input, **kwargs))
+    return _events(_start_send(agent, input, cancel, kwargs))
+
+
+def _start_send(agent: Any, input: Any, cancel: threading.Event | None, kwargs: dict[str, Any]) -> Run:
+    overrides, message = agent._prepare_send(input, **kwargs)
+    run: Run = agent._stream(overrides, message, cancel, _launch)
+    return run
+
+
+# ---------------------------------------------------------------- starting threads off the loop
+
+# Starting a thread waits until the new thread runs, which takes a while when many threads
+# compete for the interpreter: the event loop only queues the start, one starter thread does it.
+_starts: queue.SimpleQueue[tuple[Callable[[], None], str]] = queue.SimpleQueue()
+_starter_lock = threading.Lock()
+_starter: list[threading.Thread] = []
+
+
+def _launch(target: Callable[[], None], name: str) -> None:
+    with _starter_lock:
+        if not _starter or not _starter[0].is_alive():
+            _starter[:] = [threading.Thread(target=_start_threads, name="aio-run-starter", daemon=True)]
+            _starter[0].start()
+    _starts.put((target, name))
+
+
+def _start_threads() -> None:
+    while True:
+        target, name = _starts.get()
+        spawn(target, name=name)
 
 
 async def _result(run: Run) -> Any:

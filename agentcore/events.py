@@ -204,8 +204,10 @@ class Emitter:
 
     # ------------------------------------------------------------ the run
 
-    def agent_start(self) -> None:
-        self._callback("on_start")
+    def agent_start(self, *, on_start: bool = True) -> None:
+        """The run starts (`on_start` is not called for `agent.compact()`, which it never was)."""
+        if on_start:
+            self._callback("on_start")
         self.emit("agent_start")
 
     def agent_end(
@@ -375,6 +377,8 @@ class Feed:
         self.started = False
         # Called (from the run's thread) after each event and at the end: aio wakes its loop here.
         self.waker: Callable[[], None] | None = None
+        # The owner of the run's threads (_utils.threads): closing from inside the run cannot wait.
+        self.owner: Any = None
 
     def push(self, event: Event) -> None:
         if event["type"] == "agent_start":
@@ -445,9 +449,12 @@ class Run:
         return self._feed.result
 
     def close(self) -> None:
-        """Stop the run (if it still runs) and wait for its end."""
+        """Stop the run (if it still runs) and wait for its end (from inside the run: only stop it)."""
+        from ._utils.threads import owner
+
         self._feed.cancel.set()
-        self._feed.done.wait()
+        if self._feed.owner is None or owner() is not self._feed.owner:
+            self._feed.done.wait()
 
     def __iter__(self) -> Iterator[Event]:
         feed = self._feed

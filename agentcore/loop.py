@@ -414,7 +414,7 @@ def compact_now(state: Run, reason: str = "manual") -> str:
 
 def compact_run(state: Run) -> str:
     """`agent.compact()` as a run: agent_start, the compaction's events, agent_end (reason null)."""
-    state.events.agent_start()
+    state.events.agent_start(on_start=False)
     try:
         _announce_start(state)
         summary = compact_now(state, "manual")

@@ -620,3 +620,30 @@ def test_agent_id_and_run_id_on_every_event(server: ModelServer) -> None:
         events = collect(agent.stream("hello"))
     assert {e["agent_id"] for e in events} == {"agent-7"}
     assert len({e["run_id"] for e in events}) == 1
+
+
+def test_closing_a_run_from_inside_it_only_stops_it(server: ModelServer, make_agent: MakeAgent) -> None:
+    server.add({"text": "a long reply " * 40, "chunk_size": 4})
+    agent = make_agent(server)
+    runs: list[Any] = []
+
+    def close_on_first_delta(event: Event) -> None:
+        if event["type"] == "message_update" and runs:
+            runs[0].close()  # on the run's own thread: must not wait for itself
+
+    agent.subscribe(close_on_first_delta)
+    runs.append(agent.stream("hi"))
+    with pytest.raises(AgentError) as caught:
+        runs[0].wait(10)
+    assert caught.value.kind == "aborted"
+
+
+def test_on_start_is_called_once_per_send_and_not_for_compact(
+    server: ModelServer, make_agent: MakeAgent
+) -> None:
+    started: list[int] = []
+    server.add("hi", "Summary.")
+    agent = make_agent(server, callbacks={"on_start": lambda: started.append(1)})
+    agent.send("hello")
+    agent.compact()
+    assert started == [1]

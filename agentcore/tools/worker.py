@@ -379,7 +379,8 @@ class Tool:
     def _extra(self) -> dict[str, Any]:
         """Other keys of a dict tool that can travel as JSON (shown to the model like in memory tools)."""
         if not self.is_dict:
-            return {}
+            mode = getattr(self.obj, "execution_mode", None)
+            return {"execution_mode": mode} if mode == "sequential" else {}
         extra: dict[str, Any] = {}
         for key, value in self.obj.items():
             if not isinstance(key, str) or key in _TOOL_KEYS:
