@@ -278,3 +278,31 @@ def test_usage_total_sums_replies_and_delegated_usage() -> None:
     ]
     assert total(history) == Usage(18, 8, 26, 1, 0)
     assert total([]) == Usage()
+
+
+def test_the_copy_keeps_the_agents_hooks_and_callbacks(server: ModelServer) -> None:
+    seen: list[str] = []
+
+    @agentcore.tool
+    def rm(path: str) -> str:
+        """Remove a file."""
+        return f"removed {path}"
+
+    researcher = Agent(
+        config={"base_url": server.base_url, "model": MODEL, "no_tool_rounds": 1, **FAST_RETRY},
+        tools=[rm],
+        hooks={"before_tool_call": lambda call: {"block": "read-only"}},
+        callbacks={"on_tool_result": lambda payload: seen.append(payload["tool_name"])},
+    )
+    lead = _agent(server, tools=[researcher.as_tool("research", "Research")])
+    server.add(
+        {"tool_calls": [_call("research", "r1", task="clean up")]},
+        {"tool_calls": [_call("rm", "x1", path="/tmp/a")]},
+        "could not",
+        "done",
+    )
+    with researcher, lead:
+        lead.send("go")
+        child_tool = server.requests[2]["messages"][-1]
+        assert child_tool["role"] == "tool" and "read-only" in child_tool["content"]
+        assert seen == ["rm"]
