@@ -81,6 +81,8 @@ def _call(template: Agent, input: dict[str, Any], ctx: ToolContext, overrides: d
     unsubscribe = child.subscribe(_forwarder(scope)) if scope is not None and forwarding else None
     unstop = _stop_with(scope.cancel, child) if scope is not None else None
     try:
+        if scope is not None and scope.cancel.is_set():
+            raise AgentError("the calling run was stopped before the sub-agent started", kind="aborted")
         result = child.send(_task(input), config=overrides, cancel=ctx.cancel)
     finally:
         if unstop is not None:

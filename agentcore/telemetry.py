@@ -77,9 +77,10 @@ def _otel() -> Any:
 
 
 def _version() -> str:
-    from . import __version__
+    import importlib
 
-    return __version__
+    package = importlib.import_module(__name__.rpartition(".")[0])  # agentcore, or its vendored name
+    return str(getattr(package, "__version__", ""))
 
 
 class _Spans:
