@@ -3,6 +3,8 @@
     agent = Agent(config={"base_url": url, "model": "small"}, tools=[add])
     result = agent.send("What is 2 + 3?")
     agent.stop(); agent.resume(); agent.compact(); agent.close()
+    with agent.stream("Fix the test") as run: ...       # the same run, as events (events.py)
+    agent.steer("Only fix the bug."); agent.follow_up("Then summarise.")   # queues.py
 
 One agent runs one task at a time: a new `send` (from any thread) stops the running one
 first — "latest instruction wins" — because an agent has one history and two runs writing
@@ -11,22 +13,24 @@ to it would interleave.
 
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import config as _config
 from ._utils.cancel import Signal, follow
-from ._utils.capabilities import media_kind
 from ._utils.threads import owned_by, owner, spawn
 from .errors import AgentError
+from .events import Emitter, Feed, Listener, Listeners, Run, unstarted
+from .hooks import Hooks, check_hooks
+from .inputs import check_callbacks, check_history, check_types, initial_tools, send_tools, user_message
+from .queues import Queues, queued_entry
 from .result import SendResult
 from .tools.handlers import FileTool
-from .tools.toolset import ToolSet, load
+from .tools.toolset import ToolSet
 
 if TYPE_CHECKING:
     from . import loop as _loop
@@ -36,23 +40,6 @@ if TYPE_CHECKING:
 Message = dict[str, Any]
 
 __all__ = ["Agent", "SendResult"]
-
-CALLBACKS = frozenset(
-    {
-        "on_start",
-        "on_llm_start",
-        "on_llm_finish",
-        "on_llm_event",
-        "on_permission",
-        "on_tool_call",
-        "on_tool_output",
-        "on_tool_result",
-        "on_step",
-        "on_retry",
-        "on_compact",
-    }
-)
-_PART_TYPES = ("text", "image", "file")
 
 
 @dataclass
@@ -74,6 +61,7 @@ class Agent:
         callbacks: `on_*` callables.
         history: the initial history list, kept by reference.
         id: the agent id (a uuid4 hex when omitted).
+        hooks: deciding hooks (API.md §Hooks).
     """
 
     def __init__(
@@ -83,20 +71,15 @@ class Agent:
         callbacks: Mapping[str, Callable[..., Any]] | None = None,
         history: list[Message] | None = None,
         id: str | None = None,
+        hooks: Mapping[str, Callable[..., Any]] | None = None,
     ) -> None:
-        if config is not None and not isinstance(config, Mapping):
-            raise TypeError(f"config must be a dict, got {type(config).__name__}")
-        if callbacks is not None and not isinstance(callbacks, Mapping):
-            raise TypeError(f"callbacks must be a dict, got {type(callbacks).__name__}")
-        if history is not None and not isinstance(history, list):
-            raise TypeError(f"history must be a list, got {type(history).__name__}")
-        if id is not None and not isinstance(id, str):
-            raise TypeError(f"id must be a str, got {type(id).__name__}")
-        if tools is not None and isinstance(tools, (int, float, bool, bytes)):
-            raise TypeError(f"tools must be a ToolSet, a list or a dict of tools, got {type(tools).__name__}")
+        check_types(config=config, callbacks=callbacks, history=history, id=id, tools=tools)
         self._config = _config.resolve(config)
-        self.tools: ToolSet = _initial_tools(tools)
-        self._callbacks: dict[str, Callable[..., Any]] = _check_callbacks(callbacks)
+        self.tools: ToolSet = initial_tools(tools)
+        self._callbacks: dict[str, Callable[..., Any]] = check_callbacks(callbacks)
+        self._hooks = {k: v for k, v in check_hooks(hooks).items() if v is not None}
+        self._listeners = Listeners()
+        self._queues = Queues()
         self.history: list[Message] = history if history is not None else []
         self.id: str = id if id is not None else uuid.uuid4().hex
         self.running: Running | None = None
@@ -132,6 +115,7 @@ class Agent:
         history: list[Message] | None = None,
         tools: Any = None,
         callbacks: Mapping[str, Callable[..., Any]] | None = None,
+        hooks: Mapping[str, Callable[..., Any]] | None = None,
         cancel: threading.Event | None = None,
     ) -> SendResult:
         """Append `input` as a user message and run the loop until it ends (blocking).
@@ -140,13 +124,7 @@ class Agent:
             AgentError: bad config or input (nothing written), cancellation (`aborted`),
                 model errors that were not retried.
         """
-        self._refuse_inside_run("send")
-        merged = _config.merge(self._config, config)
-        _config.check_sendable(merged)
-        message = _user_message(input, merged)
-        overrides = _Overrides(
-            merged, _check_history(history), _send_tools(tools), _check_callbacks(callbacks, config=True)
-        )
+        overrides, message = self._prepare_send(input, config, history, tools, callbacks, hooks)
         return self._run(overrides, message, cancel)
 
     def resume(
@@ -164,18 +142,73 @@ class Agent:
         Raises:
             AgentError: kind "request" when history is empty or ends with a compact message.
         """
-        self._refuse_inside_run("resume")
-        merged = _config.merge(self._config, config)
-        _config.check_sendable(merged)
-        overrides = _Overrides(merged, None, None, _check_callbacks(callbacks, config=True))
-        last = self.history[-1].get("role") if self.history else None
-        if last not in ("assistant", "tool", "user"):
-            raise AgentError(
-                "resume() needs a history that ends with an assistant, tool or user message; "
-                "use send() for new input",
-                kind="request",
-            )
-        return self._run(overrides, None, cancel)
+        return self._run(self._prepare_resume(config, callbacks), None, cancel)
+
+    def stream(self, input: Any, *, cancel: threading.Event | None = None, **kwargs: Any) -> Run:
+        """Start the run `send(input, **kwargs)` would, and return at once with its `Run` of events.
+
+        Bad input or config raise here, before anything starts (API.md §Run events).
+        """
+        overrides, message = self._prepare_send(input, **kwargs)
+        return self._stream(overrides, message, cancel)
+
+    def stream_resume(self, *, cancel: threading.Event | None = None, **kwargs: Any) -> Run:
+        """Start the run `resume(**kwargs)` would, and return at once with its `Run` of events."""
+        return self._stream(self._prepare_resume(**kwargs), None, cancel)
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call `listener(event)` for every event of every run of this agent; returns unsubscribe."""
+        return self._listeners.add(listener)
+
+    # ------------------------------------------------------------ steering (queues.py)
+
+    def steer(self, message: Any) -> None:
+        """Queue a user message for the next point where the model can take it (from any thread)."""
+        self._queues.add("steer", queued_entry(message, self._config))
+
+    def follow_up(self, message: Any) -> None:
+        """Queue a user message delivered only when the run would otherwise end."""
+        self._queues.add("follow_up", queued_entry(message, self._config))
+
+    def queued(self) -> dict[str, list[Message]]:
+        """`{"steer": [...], "follow_up": [...]}`: copies of the entries delivery will append."""
+        return self._queues.queued()
+
+    def clear_queues(self) -> dict[str, list[Message]]:
+        """Empty both queues; returns what was removed, shaped like `queued()`."""
+        return self._queues.clear()
+
+    def as_tool(
+        self,
+        name: str,
+        description: str,
+        *,
+        input_schema: Mapping[str, Any] | None = None,
+        output: Any = None,
+    ) -> dict[str, Any]:
+        """This agent as a memory tool: each call runs a fresh copy on the call's task (subagent.py)."""
+        from . import subagent
+
+        return subagent.as_tool(self, name, description, input_schema=input_schema, output=output)
+
+    # ------------------------------------------------------------ async callers (aio.py)
+
+    # Thin doors into aio.py, imported on first use: nothing else in the package imports asyncio.
+
+    def asend(self, input: Any, **kwargs: Any) -> Coroutine[Any, Any, SendResult]:
+        from . import aio
+
+        return aio.asend(self, input, **kwargs)
+
+    def aresume(self, **kwargs: Any) -> Coroutine[Any, Any, SendResult]:
+        from . import aio
+
+        return aio.aresume(self, **kwargs)
+
+    def astream(self, input: Any, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
+        from . import aio
+
+        return aio.astream(self, input, **kwargs)
 
     def compact(
         self,
@@ -192,15 +225,9 @@ class Agent:
             callbacks["on_compact"] = on_compact
         if on_retry is not None:
             callbacks["on_retry"] = on_retry
-        running, state = self._start(_Overrides(self._config, None, None, {}), None, None)
-        state.callbacks = callbacks
-
-        def body() -> Any:
-            return _loop.compact_now(
-                state, on_compact=callbacks.get("on_compact"), on_retry=callbacks.get("on_retry")
-            )
-
-        return str(self._drive(running, body))
+        overrides = _Overrides(self._config, None, None, callbacks={}, hooks={})
+        running, state = self._start(overrides, None, None, deliver=False, callbacks=callbacks)
+        return str(self._drive(running, lambda: _loop.compact_run(state)))
 
     def stop(self) -> bool:
         """Stop the running send / resume / compact; returns once it has ended.
@@ -237,19 +264,110 @@ class Agent:
 
     # ------------------------------------------------------------ internals
 
+    def _prepare_send(
+        self,
+        input: Any,
+        config: Mapping[str, Any] | None = None,
+        history: list[Message] | None = None,
+        tools: Any = None,
+        callbacks: Mapping[str, Callable[..., Any]] | None = None,
+        hooks: Mapping[str, Callable[..., Any]] | None = None,
+    ) -> tuple[_Overrides, Message]:
+        """Check everything a send was given; nothing is written when something is wrong."""
+        self._refuse_inside_run("send")
+        merged = _config.merge(self._config, config)
+        _config.check_sendable(merged)
+        message = user_message(input, merged)
+        overrides = _Overrides(
+            merged,
+            check_history(history),
+            send_tools(tools),
+            check_callbacks(callbacks, config=True),
+            check_hooks(hooks, at_send=True),
+        )
+        return overrides, message
+
+    def _prepare_resume(
+        self,
+        config: Mapping[str, Any] | None = None,
+        callbacks: Mapping[str, Callable[..., Any]] | None = None,
+    ) -> _Overrides:
+        self._refuse_inside_run("resume")
+        merged = _config.merge(self._config, config)
+        _config.check_sendable(merged)
+        overrides = _Overrides(merged, None, None, check_callbacks(callbacks, config=True), {})
+        last = self.history[-1].get("role") if self.history else None
+        if last not in ("assistant", "tool", "user"):
+            raise AgentError(
+                "resume() needs a history that ends with an assistant, tool or user message; "
+                "use send() for new input",
+                kind="request",
+            )
+        return overrides
+
     def _run(
-        self, overrides: _Overrides, message: Message | None, cancel: threading.Event | None
+        self,
+        overrides: _Overrides,
+        message: Message | None,
+        cancel: threading.Event | None,
+        sinks: Sequence[Listener] = (),
+        run_id: str | None = None,
     ) -> SendResult:
         if cancel is not None and cancel.is_set():
             raise AgentError("the send was cancelled before it started", kind="aborted")
         from . import loop as _loop
 
-        running, state = self._start(overrides, message, cancel)
+        running, state = self._start(overrides, message, cancel, sinks=sinks, run_id=run_id)
         result: SendResult = self._drive(running, lambda: _loop.run(state), cancel)
         return result
 
+    def _stream(
+        self,
+        overrides: _Overrides,
+        message: Message | None,
+        cancel: threading.Event | None,
+        launch: Callable[[Callable[[], None], str], Any] | None = None,
+    ) -> Run:
+        """The run of `_run`, driven from a thread of its own; its events go to the Run's feed.
+
+        `launch(drive, name)` starts that thread (aio.py hands it to a starter thread, so that an
+        event loop never waits for a thread to start).
+        """
+        if cancel is not None and cancel.is_set():
+            raise AgentError("the send was cancelled before it started", kind="aborted")
+        run_id = uuid.uuid4().hex
+        own = Signal()
+        feed = Feed(own)
+        feed.owner = self
+        unfollow = follow(cancel, own) if cancel is not None else None
+
+        def drive() -> None:
+            result, error = None, None
+            try:
+                result = self._run(overrides, message, own, sinks=(feed.push,), run_id=run_id)
+            except BaseException as exc:
+                error = exc
+                if not feed.started:
+                    for event in unstarted(self.id, run_id, exc):
+                        feed.push(event)
+            finally:
+                if unfollow is not None:
+                    unfollow()
+            feed.finish(result, error)
+
+        (launch or _spawn)(drive, f"agentcore-stream-{self.id[:8]}")
+        return Run(feed, run_id)
+
     def _start(
-        self, overrides: _Overrides, message: Message | None, cancel: threading.Event | None
+        self,
+        overrides: _Overrides,
+        message: Message | None,
+        cancel: threading.Event | None,
+        *,
+        deliver: bool = True,
+        callbacks: Mapping[str, Callable[..., Any]] | None = None,
+        sinks: Sequence[Listener] = (),
+        run_id: str | None = None,
     ) -> tuple[Running, _loop.Run]:
         """Supersede the running task, then apply overrides and the input — unless superseded meanwhile."""
         from . import loop as _loop
@@ -270,18 +388,29 @@ class Agent:
                     raise AgentError("the send was superseded or stopped before it started", kind="aborted")
                 overrides.apply(self)
                 appended = _loop.close_open_calls(self.history)
-                if message is not None:
-                    _loop._append_to(self.history, message)
-                    appended.append(message)
+                for entry in self._first_entries(message, deliver, superseding=previous is not None):
+                    _loop._append_to(self.history, entry)
+                    appended.append(entry)
+            events = Emitter(
+                self.id,
+                run_id or uuid.uuid4().hex,
+                dict(callbacks or self._callbacks),
+                self._listeners,
+                sinks,
+                config=self._config,
+            )
             state = _loop.Run(
                 agent_id=self.id,
                 history=self.history,
                 config=self._config,
                 tools=self._effective_tools(),
-                callbacks=dict(self._callbacks),
+                events=events,
                 cancel=running.cancel,
                 pool=self._pool(),
+                hooks=Hooks(self._hooks),
+                queues=self._queues,
                 appended=appended,
+                unannounced=list(appended),
             )
         except BaseException:
             # Superseded, Ctrl-C while the previous run was ending, or a failure before the worker
@@ -290,6 +419,12 @@ class Agent:
             self._release(running)
             raise
         return running, state
+
+    def _first_entries(self, message: Message | None, deliver: bool, *, superseding: bool) -> list[Message]:
+        """The input and the queued steers: steers follow the input, or precede it when superseding."""
+        entries = [message] if message is not None else []
+        steers = self._queues.take("steer", "all") if deliver else []
+        return steers + entries if superseding else entries + steers
 
     def _drive(self, running: Running, body: Callable[[], Any], cancel: threading.Event | None = None) -> Any:
         """Run `body` on a worker thread and wait for it; Ctrl-C stops the run, then re-raises."""
@@ -367,6 +502,7 @@ class _Overrides:
     history: list[Message] | None
     tools: ToolSet | None
     callbacks: dict[str, Callable[..., Any]]
+    hooks: Mapping[str, Callable[..., Any] | None]
 
     def apply(self, agent: Agent) -> None:
         agent._config = _config.Config(self.config)
@@ -379,6 +515,15 @@ class _Overrides:
                 agent._callbacks.pop(name, None)
             else:
                 agent._callbacks[name] = callback
+        for name, hook in self.hooks.items():
+            if hook is None:
+                agent._hooks.pop(name, None)
+            else:
+                agent._hooks[name] = hook
+
+
+def _spawn(target: Callable[[], None], name: str) -> None:
+    spawn(target, name=name)
 
 
 def _close_pools(box: list[Any]) -> None:
@@ -388,106 +533,3 @@ def _close_pools(box: list[Any]) -> None:
             pool.close()
         except Exception:
             pass
-
-
-def _initial_tools(tools: Any) -> ToolSet:
-    if tools is None:
-        return ToolSet()
-    if isinstance(tools, ToolSet):
-        return tools
-    if _has_folder(tools):
-        raise AgentError(
-            "Agent(tools=) does no I/O: scan folders with agentcore.tools.load(folder) "
-            "or pass them to send(tools=)",
-            kind="config",
-        )
-    return load(tools)
-
-
-def _has_folder(tools: Any) -> bool:
-    if isinstance(tools, (str, os.PathLike)):
-        return True
-    if isinstance(tools, (list, tuple)):
-        return any(isinstance(t, (str, os.PathLike)) for t in tools)
-    return False
-
-
-def _send_tools(tools: Any) -> ToolSet | None:
-    if tools is None:
-        return None
-    return tools if isinstance(tools, ToolSet) else load(tools)
-
-
-def _check_history(history: Any) -> list[Message] | None:
-    if history is not None and not isinstance(history, list):
-        raise AgentError(f"history must be a list of messages, got {type(history).__name__}", kind="config")
-    return history
-
-
-def _check_callbacks(callbacks: Any, *, config: bool = False) -> dict[str, Callable[..., Any]]:
-    if callbacks is None:
-        return {}
-    if not isinstance(callbacks, Mapping):
-        if config:
-            raise AgentError(f"callbacks must be a dict, got {type(callbacks).__name__}", kind="config")
-        raise TypeError(f"callbacks must be a dict, got {type(callbacks).__name__}")
-    checked = {}
-    for name, callback in callbacks.items():
-        if name not in CALLBACKS:
-            raise AgentError(
-                f"unknown callback {name!r}; known: {', '.join(sorted(CALLBACKS))}", kind="config"
-            )
-        if callback is not None and not callable(callback):
-            raise AgentError(
-                f"callback {name} must be callable, got {type(callback).__name__}", kind="config"
-            )
-        checked[name] = callback
-    return checked
-
-
-def _user_message(input: Any, config: Mapping[str, Any]) -> Message:
-    """Validate send input; nothing is written when it is rejected."""
-    if isinstance(input, str):
-        if not input.strip():
-            raise AgentError("the input is empty", kind="request")
-        return {"role": "user", "content": input}
-    if not isinstance(input, list):
-        raise AgentError(
-            f"input must be a str or a list of content parts, got {type(input).__name__}", kind="request"
-        )
-    if not input:
-        raise AgentError("the input is empty (no content parts)", kind="request")
-    for index, part in enumerate(input):
-        _check_part(index, part, config)
-    if not any(p.get("type") != "text" or str(p.get("text", "")).strip() for p in input):
-        raise AgentError("the input is empty (only blank text parts)", kind="request")
-    return {"role": "user", "content": [dict(p) for p in input]}
-
-
-def _check_part(index: int, part: Any, config: Mapping[str, Any]) -> None:
-    where = f"input part {index}"
-    if not isinstance(part, dict):
-        raise AgentError(f"{where} must be a dict, got {type(part).__name__}", kind="request")
-    kind = part.get("type")
-    if kind not in _PART_TYPES:
-        raise AgentError(f"{where} has type {kind!r}; allowed: text, image, file", kind="request")
-    if kind == "text" and not isinstance(part.get("text"), str):
-        raise AgentError(f"{where} (text) needs a str 'text'", kind="request")
-    if kind == "image" and (not isinstance(part.get("image"), str) or not part["image"]):
-        raise AgentError(f"{where} (image) needs 'image': a data URL, a URL or base64 text", kind="request")
-    if kind == "file":
-        if not isinstance(part.get("media_type"), str) or not part["media_type"]:
-            raise AgentError(f"{where} (file) needs a 'media_type' such as 'application/pdf'", kind="request")
-        if not isinstance(part.get("data"), str) or not part["data"]:
-            raise AgentError(f"{where} (file) needs 'data': base64 text or a URL", kind="request")
-    media = media_kind(part)
-    if (
-        media is not None
-        and not config["capabilities"].get(media, True)
-        and config["media_fallback"] == "error"
-    ):
-        raise AgentError(
-            f"{where} is {media} content, which capabilities.{media}=False forbids "
-            '(set media_fallback="strip" to drop it instead)',
-            kind="request",
-        )

@@ -265,3 +265,22 @@ def _budget_chars(max_context_tokens: float, ratio: float, system: str, previous
 
 def _without_tool_choice(provider: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in provider.items() if k != "tool_choice"}
+
+
+def connection_of(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The connection `run` uses for an agent config: the main model, or `config["compact"]` overrides."""
+    overrides = config.get("compact") or {}
+    connection = {
+        "base_url": config["base_url"],
+        "api_key": config["api_key"],
+        "model": config["model"],
+        "protocol": config["protocol"],
+        "provider": config["provider"],
+        "stream": config["stream"],
+        "cache": config["cache"],
+        "capabilities": config["capabilities"],
+        "request_timeout": config["request_timeout"],
+        "stream_idle_timeout": config["stream_idle_timeout"],
+    }
+    connection.update({k: v for k, v in overrides.items() if v is not None})
+    return connection

@@ -76,6 +76,9 @@ DEFAULTS: dict[str, Any] = {
     "output_retries": 3,
     "no_tool_prompt": NO_TOOL_PROMPT,
     "no_tool_rounds": 3,
+    "tool_execution": "parallel",
+    "steering_mode": "one-at-a-time",
+    "follow_up_mode": "one-at-a-time",
 }
 
 # Keys whose value is replaced whole by a send override; capabilities and compact merge by key.
@@ -414,4 +417,7 @@ _CHECKS: dict[str, Callable[[str, Any], None]] = {
     "compact_threshold": _check_threshold,
     "output": _check_output,
     "retry": _check_retry,
+    "tool_execution": _check_choice(("parallel", "sequential")),
+    "steering_mode": _check_choice(("one-at-a-time", "all")),
+    "follow_up_mode": _check_choice(("one-at-a-time", "all")),
 }

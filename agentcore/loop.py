@@ -1,16 +1,17 @@
 """One run of the loop: context → model → tools → repeat, until a reason to stop.
 
-    result = run(Run(agent_id, history, config, tools, callbacks, cancel))
-    result.reason   # "finished" | "no-tool" | "tool-stop" | "step-limit"
+    result = run(Run(agent_id, history, config, tools, events, cancel))
+    result.reason   # "finished" | "no-tool" | "tool-stop" | "step-limit" | "ended"
 
 Invariants, whatever happens (cancel at any instant, tool crash, model error mid-stream):
 history only grows, and every tool call in it gets exactly one result.
+Every fact of the run is announced at a named point of `state.events` (events.py), which feeds
+both the callbacks and the event listeners; the loop itself never calls a callback.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -20,23 +21,24 @@ from typing import Any
 from . import compact as _compact
 from . import tool_mode
 from ._utils import tokens as _tokens
-from ._utils.cancel import Signal, child
-from ._utils.notify import notify
+from ._utils.cancel import Signal
 from ._utils.retry import RetryPolicy
 from ._utils.retry import call as with_retries
-from ._utils.threads import spawn
+from .batch import Batch, failure_error
 from .call_ids import open_calls, unique_part, unique_reply, used_ids
 from .config import Config
 from .context import Context, build, over_threshold
 from .errors import AgentError
+from .events import Emitter
 from .history import Message, tool_result_part
 from .history import compact as compact_message
+from .hooks import HookFailed, Hooks
 from .llm import complete, tool_schemas
 from .protocols.base import LLMResult, Request, ToolCall, tool_call_part
+from .queues import Queue, Queues
 from .result import SendResult
 from .tool_mode import as_text, effective_mode, from_text, is_refusal
-from .tools.execute import run_call
-from .tools.shape import error_result, interrupted_result
+from .tools.shape import interrupted_result
 from .tools.toolset import ToolSet
 from .usage import Usage
 
@@ -51,10 +53,15 @@ class Run:
     history: list[Message]
     config: Config
     tools: ToolSet
-    callbacks: Mapping[str, Callable[..., Any]]
+    events: Emitter
     cancel: Signal
     pool: Any = None
+    hooks: Hooks = field(default_factory=lambda: Hooks({}))
+    queues: Queues | None = None
     appended: list[Message] = field(default_factory=list)
+    # Entries appended before the run started (the input, delivered steers): announced by the
+    # first round, after its `turn_start` (API.md "Order of a run").
+    unannounced: list[Message] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     steps: int = 0
     partial: _Partial | None = None
@@ -91,33 +98,96 @@ class _Partial:
 
 def run(state: Run) -> SendResult:
     """Run rounds until a reason to stop. Raises AgentError (aborted when cancelled)."""
-    notify(state.callbacks.get("on_start"))
+    state.events.agent_start()
+    try:
+        result = _rounds(state)
+    except HookFailed as failed:
+        error = failed.to_error()
+        state.events.agent_end(error=error, steps=state.steps, usage=state.usage)
+        raise error from failed.cause
+    except BaseException as error:
+        state.events.agent_end(error=error, steps=state.steps, usage=state.usage)
+        raise
+    state.events.agent_end(result)
+    return result
+
+
+def _rounds(state: Run) -> SendResult:
     config = state.config
     no_tool_rounds = config["no_tool_rounds"]
     max_steps = config["max_steps"]
     skipped = 0
     while True:
+        state.events.turn_start(state.steps + 1)
+        _announce_start(state)
         result, output = _model_round(state, reminder=_needs_reminder(state, skipped))
         state.steps += 1
-        if result.tool_calls:
-            skipped = 0
-            _append(state, _assistant_message(result))
-            results = _run_tools(state, result.tool_calls)
-            notify(state.callbacks.get("on_step"), _step_payload(state, result, results))
+        message = _assistant_message(result)
+        _append(state, message, reply=True)
+        results = _run_tools(state, result.tool_calls) if result.tool_calls else []
+        decision = _end_turn(state, result, message, results)
+        at_limit = max_steps is not None and state.steps >= max_steps
+        if decision == "end":
+            return _finish(state, result, "ended")
+        if result.tool_calls or decision == "continue":
+            skipped = 0 if result.tool_calls else skipped
             if any(r.get("stop") for r in results):
                 return _finish(state, result, "tool-stop")
-            if max_steps is not None and state.steps >= max_steps:
+            if at_limit:
                 return _finish(state, result, "step-limit")
+            _deliver(state, "steer")
             continue
-        _append(state, _assistant_message(result))
-        notify(state.callbacks.get("on_step"), _step_payload(state, result, []))
         if output is not _NO_OUTPUT or not state.tools:
+            if _deliver_at_end(state):
+                skipped = 0
+                continue
             return _finish(state, result, "finished", None if output is _NO_OUTPUT else output)
-        if max_steps is not None and state.steps >= max_steps:
+        if at_limit:
             return _finish(state, result, "step-limit")
         skipped += 1
         if skipped >= no_tool_rounds:
+            if _deliver_at_end(state):
+                skipped = 0
+                continue
             return _finish(state, result, "no-tool")
+        _deliver(state, "steer")
+
+
+def _end_turn(state: Run, result: LLMResult, message: Message, results: list[dict[str, Any]]) -> str | None:
+    """The round's history is written: the `finish_turn` hook decides, then `turn_end` is announced."""
+    payloads = [
+        {**r, "tool_call_id": c.id, "tool_name": c.name, "input": c.arguments}
+        for c, r in zip(result.tool_calls, results, strict=True)
+    ]
+    decision = None
+    if "finish_turn" in state.hooks:
+        decision = state.hooks.finish_turn(
+            {"step": state.steps, "message": message, "tool_results": payloads}
+        )
+    state.events.turn_end(state.steps, result, message, payloads)
+    return decision
+
+
+def _announce_start(state: Run) -> None:
+    pending, state.unannounced = state.unannounced, []
+    for entry in pending:
+        state.events.message(entry)
+
+
+def _deliver(state: Run, queue: Queue) -> bool:
+    """Append what this delivery point takes from `queue`; True if anything was delivered."""
+    if state.queues is None:
+        return False
+    mode = state.config["steering_mode" if queue == "steer" else "follow_up_mode"]
+    taken = state.queues.take(queue, mode)
+    for entry in taken:
+        _append(state, entry)
+    return bool(taken)
+
+
+def _deliver_at_end(state: Run) -> bool:
+    """The run would end finished / no-tool: queued steers, else follow-ups, make it go on."""
+    return _deliver(state, "steer") or _deliver(state, "follow_up")
 
 
 def _needs_reminder(state: Run, skipped: int) -> bool:
@@ -145,7 +215,7 @@ def _model_round(state: Run, *, reminder: bool) -> tuple[LLMResult, Any]:
     with a request-only message saying what was wrong (never written to history).
     """
     if _over_budget(state):
-        _compact_history(state)
+        compact_now(state, "threshold")
     feedback: AgentError | None = None
     retries = 0
     while True:
@@ -161,7 +231,7 @@ def _model_round(state: Run, *, reminder: bool) -> tuple[LLMResult, Any]:
                 cause=feedback,
             ) from feedback
         retries += 1
-        notify(state.callbacks.get("on_retry"), {"attempt": retries, "error": feedback, "delay": 0.0})
+        state.events.retry({"attempt": retries, "error": feedback, "delay": 0.0})
 
 
 def _model_reply(state: Run, reminder: bool, feedback: AgentError | None) -> tuple[LLMResult, Any]:
@@ -175,7 +245,7 @@ def _model_reply(state: Run, reminder: bool, feedback: AgentError | None) -> tup
                 lambda: _attempt(state, reminder, feedback),
                 policy,
                 cancel=state.cancel,
-                on_retry=lambda payload: notify(state.callbacks.get("on_retry"), payload),
+                on_retry=state.events.retry,
             )
         except AgentError as error:
             if error.kind == "aborted":
@@ -187,7 +257,7 @@ def _model_reply(state: Run, reminder: bool, feedback: AgentError | None) -> tup
             if compactions >= MAX_OVERFLOW_COMPACTIONS:
                 raise first_overflow from None
             compactions += 1
-            _compact_history(state)
+            compact_now(state, "overflow")
 
 
 @dataclass(frozen=True)
@@ -230,12 +300,17 @@ def _attempt_in(state: Run, reminder: bool, feedback: AgentError | None, mode: s
         messages.append(_output_feedback(feedback))
     system, tools, spec = ctx.system, tool_schemas(state.tools), None
     chars = ctx.chars + _tokens.messages_chars(messages[len(ctx.messages) :])
+    schema: Mapping[str, Any] = state.tools.schema
+    if "prepare_request" in state.hooks:
+        asked = {"step": state.steps + 1, "system": system, "messages": messages, "tools": tools}
+        system, messages, tools, schema = state.hooks.prepared(asked, state.tools.schema)
+        chars = len(system) + _tokens.messages_chars(messages)
     if mode == "text":
-        system, messages, spec = as_text(system, messages, state.tools.schema)
+        system, messages, spec = as_text(system, messages, schema)
         tools = []
         chars = len(system) + _tokens.messages_chars(messages)
     request = _request(state, system, messages, tools)
-    notify(state.callbacks.get("on_llm_start"), {"messages": messages, "tools": tools, "system": system})
+    state.events.llm_start({"messages": messages, "tools": tools, "system": system})
     partial = _Partial(spec=spec)
     state.partial = partial
     try:
@@ -243,12 +318,13 @@ def _attempt_in(state: Run, reminder: bool, feedback: AgentError | None, mode: s
             request,
             config["protocol"],
             cancel=state.cancel,
-            on_event=_event_sink(state, partial),
+            on_event=_event_sink(state.events, partial),
             timeout=config["request_timeout"],
             adapter=config["model"],
             idle_timeout=config["stream_idle_timeout"],
         )
     except AgentError as error:
+        state.events.llm_failed(error)
         if error.kind != "aborted":
             state.partial = None
         raise
@@ -263,7 +339,7 @@ def _attempt_in(state: Run, reminder: bool, feedback: AgentError | None, mode: s
         result = from_text(result, spec, salt=str(len(state.history)))
     # The one place a reply's calls get the ids they are written, run and sent back under.
     result = unique_reply(result, state.history, protocol=config["protocol"])
-    notify(state.callbacks.get("on_llm_finish"), result)
+    state.events.llm_finish(result)
     output: Any = _NO_OUTPUT
     if config["output"] is not None and not result.tool_calls:
         try:
@@ -275,12 +351,10 @@ def _attempt_in(state: Run, reminder: bool, feedback: AgentError | None, mode: s
     return result, output
 
 
-def _event_sink(state: Run, partial: _Partial) -> Callable[[dict[str, Any]], None]:
-    on_llm_event = state.callbacks.get("on_llm_event")
-
+def _event_sink(events: Emitter, partial: _Partial) -> Callable[[dict[str, Any]], None]:
     def sink(event: dict[str, Any]) -> None:
         partial.on_event(event)
-        notify(on_llm_event, event)
+        events.llm_event(event)
 
     return sink
 
@@ -350,201 +424,75 @@ def _close_partial_reply(state: Run) -> None:
     calls = [unique_part(call, taken, protocol=state.config["protocol"]) for call in partial.calls]
     content: list[dict[str, Any]] = [{"type": "text", "text": text}, *calls]
     # A cut stream reports no usage; the entry still carries the key every assistant entry has.
-    _append(state, {"role": "assistant", "content": content, "usage": Usage().to_dict()})
+    _append(state, {"role": "assistant", "content": content, "usage": Usage().to_dict()}, reply=True)
     if calls:
-        _append(state, _tool_message(calls, [interrupted_result() for _ in calls]))
+        results = [interrupted_result() for _ in calls]
+        for part, result in zip(calls, results, strict=True):
+            call = ToolCall(str(part["tool_call_id"]), str(part["tool_name"]), part["input"])
+            state.events.tool_end(call, result)
+        _append(state, _tool_message(calls, results))
 
 
 # ---------------------------------------------------------------- compaction
 
 
-def compact_now(
-    state: Run, *, on_compact: Callable[..., Any] | None = None, on_retry: Callable[..., Any] | None = None
-) -> str:
-    """Write a summary, append it as a compact message and return its text."""
+def compact_now(state: Run, reason: str = "manual") -> str:
+    """Write a summary, append it as a compact message and return its text.
+
+    `reason` ("threshold", "overflow", "manual") is what `compaction_start` / `_end` carry.
+    """
     config = state.config
+    events = state.events
     result = _compact.run(
         history=state.history,
         system=config["system"],
         tools=state.tools,
-        connection=compact_connection(config),
-        on_compact=on_compact,
+        connection=_compact.connection_of(config),
+        on_compact=events.compact_sink(reason, events.callbacks.get("on_compact")),
         cancel=state.cancel,
         max_context_tokens=config["max_context_tokens"],
         retry=RetryPolicy.from_config(config),
-        on_retry=on_retry,
+        on_retry=events.retry,
     )
     state.usage.add(result["usage"])
     message = compact_message(result["content"])
     message["usage"] = result["usage"].to_dict()
-    _append(state, message)
+    _append_to(state.history, message)
+    state.appended.append(message)
+    events.compaction_end(reason, message, result)
     return str(result["content"])
 
 
-def _compact_history(state: Run) -> None:
-    compact_now(state, on_compact=state.callbacks.get("on_compact"), on_retry=state.callbacks.get("on_retry"))
-
-
-def compact_connection(config: Mapping[str, Any]) -> dict[str, Any]:
-    overrides = config.get("compact") or {}
-    connection = {
-        "base_url": config["base_url"],
-        "api_key": config["api_key"],
-        "model": config["model"],
-        "protocol": config["protocol"],
-        "provider": config["provider"],
-        "stream": config["stream"],
-        "cache": config["cache"],
-        "capabilities": config["capabilities"],
-        "request_timeout": config["request_timeout"],
-        "stream_idle_timeout": config["stream_idle_timeout"],
-    }
-    connection.update({k: v for k, v in overrides.items() if v is not None})
-    return connection
+def compact_run(state: Run) -> str:
+    """`agent.compact()` as a run: agent_start, the compaction's events, agent_end (reason null)."""
+    state.events.agent_start(on_start=False)
+    try:
+        _announce_start(state)
+        summary = compact_now(state, "manual")
+    except BaseException as error:
+        state.events.agent_end(error=error, usage=state.usage)
+        raise
+    state.events.agent_end(usage=state.usage)
+    return summary
 
 
 # ---------------------------------------------------------------- tools
 
 
 def _run_tools(state: Run, calls: list[ToolCall]) -> list[dict[str, Any]]:
-    """Run every call in parallel; return results in call order; always append the tool message."""
-    batch = _Batch(state, calls)
+    """Run the round's calls (batch.py); return results in call order; always append the tool message."""
+    batch = Batch(state, calls)
     try:
-        batch.start()
-        batch.wait()
+        batch.run()
     finally:
         results = batch.close()
         _append(state, _tool_message([_call_part(c) for c in calls], results))
-    if batch.permission_error is not None:
-        raise AgentError(
-            f"on_permission raised: {type(batch.permission_error).__name__}: {batch.permission_error}",
-            kind="tool",
-            cause=batch.permission_error,
-        ) from batch.permission_error
+    if batch.failure is not None:
+        error = failure_error(batch.failure)
+        raise error from error.__cause__
     if state.cancel.is_set():
         raise AgentError("the run was stopped", kind="aborted")
     return [dict(r) for r in results]
-
-
-_PER_CALL_CALLBACKS = ("on_tool_call", "on_permission", "on_tool_output", "on_tool_result")
-
-
-class _Batch:
-    """The calls of one round, each on its own thread; results land in call order."""
-
-    def __init__(self, state: Run, calls: list[ToolCall]) -> None:
-        self.state = state
-        self.calls = calls
-        self.results: list[dict[str, Any] | None] = [None] * len(calls)
-        self.cancel, self._unfollow = child(state.cancel)
-        self.permission_error: BaseException | None = None
-        self._done = threading.Condition()
-        self._threads: list[threading.Thread] = []
-
-    def start(self) -> None:
-        self._unwake = self.cancel.on_set(self._wake)
-        if len(self.calls) == 1 and not any(self.state.callbacks.get(name) for name in _PER_CALL_CALLBACKS):
-            # One call and no per-call callback (they run on tool threads, API.md §Callbacks): run
-            # it here. run_call itself returns at once on cancel, so nothing needs a thread of its
-            # own to stay interruptible.
-            self._work(0, self.calls[0])
-            return
-        for index, call in enumerate(self.calls):
-            self._threads.append(spawn(self._worker(index, call), name="agentcore-tool-call"))
-
-    def _worker(self, index: int, call: ToolCall) -> Callable[[], None]:
-        return lambda: self._work(index, call)
-
-    def wait(self) -> None:
-        with self._done:
-            while not self.cancel.is_set() and any(r is None for r in self.results):
-                self._done.wait()
-
-    def close(self) -> list[dict[str, Any]]:
-        """Answer every unfinished call as interrupted; later results are dropped."""
-        self._unfollow()
-        unanswered = []
-        with self._done:
-            for index, result in enumerate(self.results):
-                if result is None:
-                    self.results[index] = interrupted_result()
-                    unanswered.append(index)
-        for index in unanswered:
-            self._notify_result(index)
-        # A call that stored its own result only has its on_tool_result left to fire: wait for
-        # it, so no callback of this round arrives after the round (or the send) has ended.
-        for index, thread in enumerate(self._threads):
-            if index not in unanswered:
-                thread.join()
-        return [r for r in self.results if r is not None]
-
-    def _wake(self) -> None:
-        with self._done:
-            self._done.notify_all()
-
-    def _work(self, index: int, call: ToolCall) -> None:
-        try:
-            result = self._execute(call)
-        except BaseException as exc:  # a bug in a callback path must still answer the call
-            result = error_result(f"the tool call failed: {type(exc).__name__}: {exc}")
-        with self._done:
-            if self.results[index] is not None:
-                return
-            self.results[index] = result
-            self._done.notify_all()
-        if self.permission_error is not None:
-            # Cancel only once the failed call's error result is stored: cancelling first would
-            # let close() answer it as interrupted.
-            self.cancel.set()
-        self._notify_result(index)
-
-    def _execute(self, call: ToolCall) -> dict[str, Any]:
-        state = self.state
-        callbacks = state.callbacks
-        notify(
-            callbacks.get("on_tool_call"),
-            {"tool_call_id": call.id, "tool_name": call.name, "input": call.arguments},
-        )
-        runnable = call.name in state.tools and call.raw_arguments is None
-        on_permission = callbacks.get("on_permission")
-        if runnable and on_permission is not None:
-            denied = self._ask(on_permission, call)
-            if denied is not None:
-                return denied
-        return run_call(
-            state.tools,
-            call,
-            cancel=self.cancel,
-            on_output=lambda payload: notify(callbacks.get("on_tool_output"), payload),
-            limit=state.config["max_tool_output"],
-            agent_id=state.agent_id,
-            pool=state.pool,
-        )
-
-    def _ask(self, on_permission: Callable[..., Any], call: ToolCall) -> dict[str, Any] | None:
-        """None when allowed; else the result to give (denied, interrupted, or an error)."""
-        from .tools.shape import denied_result
-
-        payload = {
-            "tool_name": call.name,
-            "input": call.arguments,
-            "tool_call_id": call.id,
-            "cancel": self.cancel,
-        }
-        try:
-            allowed = on_permission(payload)
-        except BaseException as exc:
-            self.permission_error = exc
-            return error_result(f"the permission check failed: {type(exc).__name__}: {exc}")
-        if self.cancel.is_set():
-            return interrupted_result()
-        return None if allowed is True else denied_result()
-
-    def _notify_result(self, index: int) -> None:
-        call = self.calls[index]
-        result = self.results[index] or {}
-        payload = {**result, "tool_call_id": call.id, "tool_name": call.name, "input": call.arguments}
-        notify(self.state.callbacks.get("on_tool_result"), payload)
 
 
 def close_open_calls(history: list[Message]) -> list[Message]:
@@ -566,26 +514,17 @@ def _call_part(call: ToolCall) -> dict[str, Any]:
 
 
 def _tool_message(calls: list[dict[str, Any]], results: list[dict[str, Any]]) -> Message:
-    return {
+    message: Message = {
         "role": "tool",
         "content": [
             tool_result_part(str(c["tool_call_id"]), str(c["tool_name"]), r["output"])
             for c, r in zip(calls, results, strict=True)
         ],
     }
-
-
-def _step_payload(state: Run, result: LLMResult, results: list[dict[str, Any]]) -> dict[str, Any]:
-    payloads = [
-        {**r, "tool_call_id": c.id, "tool_name": c.name, "input": c.arguments}
-        for c, r in zip(result.tool_calls, results, strict=True)
-    ]
-    return {
-        "step": state.steps,
-        "result": result,
-        "tool_calls": list(result.tool_calls),
-        "tool_results": payloads,
-    }
+    delegated = [Usage.of(**r["sub_agent_usage"]) for r in results if r.get("sub_agent_usage")]
+    if delegated:
+        message["sub_agent_usage"] = sum(delegated, Usage()).to_dict()
+    return message
 
 
 # ---------------------------------------------------------------- history
@@ -597,9 +536,14 @@ def _assistant_message(result: LLMResult) -> Message:
     return message
 
 
-def _append(state: Run, message: Message) -> None:
+def _append(state: Run, message: Message, *, reply: bool = False) -> None:
+    """Append an entry of this run and announce it (`reply`: the assistant reply's `message_end`)."""
     _append_to(state.history, message)
     state.appended.append(message)
+    if reply:
+        state.events.reply(message)
+    else:
+        state.events.message(message)
 
 
 def _append_to(history: list[Message], message: Message) -> None:

@@ -16,7 +16,7 @@ class SendResult:
         text: text of the last model reply.
         steps: completed model replies of this send (one per round).
         usage: tokens of every request of this send, compaction included.
-        reason: "finished", "no-tool", "tool-stop" or "step-limit".
+        reason: "finished", "no-tool", "tool-stop", "step-limit" or "ended" (a finish_turn hook).
         output: the validated structured output, or None.
         messages: every history entry this call appended, in order.
     """

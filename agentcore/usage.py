@@ -6,7 +6,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -41,6 +43,21 @@ class Usage:
         i, o = _int(input_tokens), _int(output_tokens)
         total = _int(total_tokens) if total_tokens is not None else i + o
         return cls(i, o, total or i + o, _int(cache_read_tokens), _int(cache_write_tokens))
+
+
+def total(history: Iterable[Mapping[str, Any]]) -> Usage:
+    """Everything a conversation used: each entry's own `usage` (assistant replies, compact
+    messages) and each tool message's `sub_agent_usage` (its sub-agent runs, nested included)."""
+    summed = Usage()
+    for entry in history:
+        for key in ("usage", "sub_agent_usage"):
+            value = entry.get(key) if isinstance(entry, Mapping) else None
+            if isinstance(value, Mapping):
+                summed.add(Usage.of(**{k: v for k, v in value.items() if k in _FIELDS}))
+    return summed
+
+
+_FIELDS = frozenset(f.name for f in fields(Usage))
 
 
 def _int(value: object) -> int:

@@ -8,7 +8,9 @@ stall past `request_timeout`, 429/500), and a permission callback that sometimes
 refuses. Each run is cancelled at a random instant — after a random delay, or on reaching
 streaming, complete streamed tool calls, tool execution or a permission wait — by
 `agent.stop()` from another thread, a `cancel=` event, or a new `send`; some runs are not
-cancelled at all. The figures printed at the end (runs, histories checked, violations) go in
+cancelled at all. Every other run goes through `agent.stream` instead of `send`: its events must
+follow the order of API.md §Run events (tests/event_checks.py) and end with `agent_end`, also
+when the run was cut. The figures printed at the end (runs, histories checked, violations) go in
 the issue note.
 
 After every send the whole history is validated:
@@ -36,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from event_checks import check_order
 
 from agentcore import Agent, AgentError, ToolContext
 from agentcore.testing import ModelServer, Recorded
@@ -479,6 +482,7 @@ def wait_for_no_threads(limit_s: float, ignore: list[threading.Thread]) -> list[
 class Outcome:
     result: Any = None
     error: BaseException | None = None
+    events: list[dict[str, Any]] | None = None
 
 
 def send_into(agent: Agent, text: str, outcome: Outcome, cancel: threading.Event | None = None) -> None:
@@ -486,6 +490,32 @@ def send_into(agent: Agent, text: str, outcome: Outcome, cancel: threading.Event
         outcome.result = agent.send(text, cancel=cancel)
     except BaseException as exc:  # recorded and judged by the validator
         outcome.error = exc
+
+
+def stream_into(agent: Agent, text: str, outcome: Outcome, cancel: threading.Event | None = None) -> None:
+    """`send_into` through `agent.stream`: the same run, with its events kept for checking."""
+    outcome.events = []
+    try:
+        run = agent.stream(text, cancel=cancel)
+        for event in run:
+            outcome.events.append(event)
+        outcome.result = run.result
+    except BaseException as exc:
+        outcome.error = exc
+
+
+def check_stream(outcome: Outcome, number: int) -> list[str]:
+    events = outcome.events
+    if events is None:
+        return []
+    problems = [f"run {number} (stream): {p}" for p in check_order(events)]
+    if events and events[-1]["type"] == "agent_end":
+        failed = "error" in events[-1]
+        if failed != (outcome.error is not None):
+            problems.append(
+                f"run {number} (stream): agent_end error={failed} but the run raised {outcome.error!r}"
+            )
+    return problems
 
 
 def drive_run(agent: Agent, harness: Harness, model: Model, number: int) -> tuple[list[str], bool]:
@@ -503,7 +533,8 @@ def drive_run(agent: Agent, harness: Harness, model: Model, number: int) -> tupl
     harness.state = state
     first, second = Outcome(), Outcome()
     cancel = threading.Event() if mode == "event" else None
-    worker = threading.Thread(target=send_into, args=(agent, f"task {number}", first, cancel))
+    drive = stream_into if number % 2 else send_into
+    worker = threading.Thread(target=drive, args=(agent, f"task {number}", first, cancel))
     worker.start()
     acted = False
     if cancelling:
@@ -530,6 +561,9 @@ def drive_run(agent: Agent, harness: Harness, model: Model, number: int) -> tupl
     violations = list(state.violations)
     if worker.is_alive():
         return [f"run {number}: the send did not end"], acted
+    violations += check_stream(first, number)
+    if first.events is not None:
+        harness.stats["streams"] += 1
     for label, outcome in (("send", first), ("second send", second)):
         error = outcome.error
         if error is None:

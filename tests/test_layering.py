@@ -18,13 +18,24 @@ PACKAGE = Path(__file__).resolve().parents[1] / "agentcore"
 
 RANKS = [
     ("errors", "usage", "_utils", "result"),
-    ("output", "history", "call_ids", "tools", "protocols.base", "config"),
+    (
+        "output",
+        "history",
+        "call_ids",
+        "tools",
+        "protocols.base",
+        "config",
+        "events",
+        "hooks",
+        "inputs",
+        "queues",
+    ),
     ("protocols", "text_tools"),
     ("llm", "_http", "context", "tool_mode"),
-    ("compact",),
+    ("compact", "batch"),
     ("loop",),
-    ("agent",),
-    ("__init__", "testing"),
+    ("agent", "aio", "subagent"),
+    ("__init__", "testing", "telemetry"),
 ]
 
 

@@ -10,6 +10,7 @@ refused.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -33,12 +34,17 @@ def owned_by(value: Any) -> Iterator[None]:
 
 
 def spawn(target: Callable[[], None], *, name: str, start: bool = True) -> threading.Thread:
-    """A daemon thread running `target` with the caller's owner."""
+    """A daemon thread running `target` with the caller's owner and context variables.
+
+    The context variables carry the tool call a thread works for (events.ToolScope) and the
+    caller's tracing context into tool threads.
+    """
     inherited = owner()
+    context = contextvars.copy_context()
 
     def run() -> None:
         _local.owner = inherited
-        target()
+        context.run(target)
 
     thread = threading.Thread(target=run, name=name, daemon=True)
     if start:

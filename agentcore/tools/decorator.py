@@ -73,6 +73,8 @@ class FunctionTool(Generic[P, R]):
         context_param: the parameter that receives the `ToolContext`, if any.
     """
 
+    # "sequential" makes the tool a barrier in a parallel round (API.md §Hooks).
+    execution_mode: str = "parallel"
     # Copied from the function by functools.update_wrapper.
     __name__: str
     __qualname__: str
@@ -136,6 +138,7 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     to_model_output: Callable[..., Any] | None = None,
+    sequential: bool = False,
 ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
 
 
@@ -147,6 +150,7 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     to_model_output: Callable[..., Any] | None = None,
+    sequential: bool = False,
 ) -> FunctionTool[P, R] | Callable[[Callable[P, R]], FunctionTool[P, R]]:
     """Make a tool of a function: `@tool` or `@tool(name=, description=, timeout=, to_model_output=)`.
 
@@ -156,6 +160,7 @@ def tool(
         description: defaults to the docstring text before its `Args:` section.
         timeout: seconds after which the call is reported as timed out.
         to_model_output: `fn(output=, input=) -> output block`, to shape the result yourself.
+        sequential: run as a barrier inside a parallel round (`execution_mode: "sequential"`).
 
     Raises:
         AgentError: kind "config", for `*args`/`**kwargs`, positional-only parameters or a bad option.
@@ -165,7 +170,10 @@ def tool(
     scope = _caller_locals()
 
     def decorate(function: Callable[P, R]) -> FunctionTool[P, R]:
-        return _build(function, name, description, timeout, to_model_output, scope)
+        built = _build(function, name, description, timeout, to_model_output, scope)
+        if sequential:
+            built.execution_mode = "sequential"
+        return built
 
     if fn is not None:
         return decorate(fn)

@@ -81,15 +81,49 @@ def run_call(
         pool: the agent's tool-process pool for file tools; None uses the shared pool.
         concurrency: passed to the pool as a keyword, when given.
     """
+    problem = check_call(tools, call)
+    if problem is not None:
+        return problem
+    return run_checked(
+        tools,
+        call,
+        cancel=cancel,
+        on_output=on_output,
+        limit=limit,
+        agent_id=agent_id,
+        pool=pool,
+        concurrency=concurrency,
+    )
+
+
+def check_call(tools: ToolSet, call: Call, arguments: Any = None) -> dict[str, Any] | None:
+    """The invalid-call or error result for a call that must not run, else None.
+
+    `arguments` checks other arguments than the call's own (a hook's rewritten input).
+    """
     handler = tools.handlers.get(call.name)
     raw = getattr(call, "raw_arguments", None)
     if handler is None:
         return invalid_call_result(call.name, raw, "there is no tool with this name", available=list(tools))
     if raw is not None:
         return invalid_call_result(call.name, raw, "the arguments are not a valid JSON object")
-    problem = _check_input(call.name, tools.schema[call.name].get("input_schema"), call.arguments)
-    if problem is not None:
-        return problem
+    given = call.arguments if arguments is None else arguments
+    return _check_input(call.name, tools.schema[call.name].get("input_schema"), given)
+
+
+def run_checked(
+    tools: ToolSet,
+    call: Call,
+    *,
+    cancel: threading.Event | None,
+    on_output: OnOutput | None,
+    limit: int | None,
+    agent_id: str,
+    pool: Any = None,
+    concurrency: int | None = None,
+) -> dict[str, Any]:
+    """Run a call that `check_call` passed; same result shapes as `run_call`."""
+    handler = tools.handlers[call.name]
     signal, unfollow = _signal(cancel)
     try:
         if signal.is_set():

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._utils.cancel import Signal, child
+from .._utils.tracecontext import traceparent
 from ..errors import AgentError
 from .handlers import FileTool
 from .process import (
@@ -267,6 +268,9 @@ class ToolPool:
             "agent_id": agent_id,
             "cwd": _cwd(),
         }
+        trace = traceparent()
+        if trace is not None:
+            message["traceparent"] = trace
         try:
             proc = self._start_job(ticket, handler.folder, handler.version, message)
         except (ValueError, TypeError) as exc:

@@ -228,8 +228,14 @@ def _from_object(item: Any, key: str | None, index: int) -> tuple[dict[str, Any]
         takes_context=takes_context,
         timeout=getattr(item, "timeout", None),
         to_model_output=getattr(item, "to_model_output", None),
-        extra={},
+        extra=_object_extra(item),
     )
+
+
+def _object_extra(item: Any) -> dict[str, Any]:
+    """Schema keys an object tool carries as attributes (`@tool(sequential=True)`)."""
+    mode = getattr(item, "execution_mode", None)
+    return {"execution_mode": mode} if mode == "sequential" else {}
 
 
 def _entry(

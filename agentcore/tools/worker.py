@@ -9,7 +9,8 @@ library and never rely on its own file or package. Its shaping rules are a copy 
 tools/shape.py (tests/tools/test_runner.py compares the two).
 
 Wire, one JSON object per line. The parent writes on the command pipe:
-    {"op": "call", "id", "path", "root", "version", "name", "input", "tool_call_id", "agent_id", "cwd"}
+    {"op": "call", "id", "path", "root", "version", "name", "input", "tool_call_id", "agent_id", "cwd",
+     "traceparent" (only when the call is traced)}
     {"op": "cancel", "id"}
     {"op": "scan", "id", "roots": [{"root", "version", "files": [...]}]}
     {"op": "ping", "id"}                          (answered when the process is ready)
@@ -345,6 +346,7 @@ class Worker:
                 cancel.set()
         try:
             _follow_cwd(job.get("cwd"))
+            _follow_trace(job.get("traceparent"))
             return self._run(job, cancel)
         except BaseException as exc:  # the worker must answer whatever happened
             return exception_result(exc)
@@ -414,6 +416,14 @@ def _follow_cwd(cwd: Any) -> None:
             os.chdir(cwd)
     except OSError:
         pass
+
+
+def _follow_trace(traceparent: Any) -> None:
+    """`TRACEPARENT` is the traced call's W3C trace context (telemetry), for the call's duration."""
+    if isinstance(traceparent, str):
+        os.environ["TRACEPARENT"] = traceparent
+    else:
+        os.environ.pop("TRACEPARENT", None)
 
 
 def _flush_std_streams() -> None:
@@ -515,7 +525,8 @@ class Tool:
     def _extra(self) -> dict[str, Any]:
         """Other keys of a dict tool that can travel as JSON (shown to the model like in memory tools)."""
         if not self.is_dict:
-            return {}
+            mode = getattr(self.obj, "execution_mode", None)
+            return {"execution_mode": mode} if mode == "sequential" else {}
         extra: dict[str, Any] = {}
         for key, value in self.obj.items():
             if not isinstance(key, str) or key in _TOOL_KEYS:
