@@ -28,7 +28,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from store_workers import Spec, open_store  # noqa: E402
+from store_workers import Spec, open_store
 
 DSN_ENV = "AGENTCORE_TEST_POSTGRES_DSN"
 _UNPRIVILEGED_USER = "nobody"

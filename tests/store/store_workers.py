@@ -106,8 +106,8 @@ def launcher(_args: dict[str, Any]) -> None:
 
     The launcher imports agentcore once and has no threads, so a fork is a clean, fast start.
     """
-    import agentcore.loop  # noqa: F401  (loaded once, before any fork)
-    import agentcore.store.postgres  # noqa: F401
+    import agentcore.loop  # loaded once, before any fork
+    import agentcore.store.postgres
     import agentcore.store.sqlite  # noqa: F401
 
     print("ready", flush=True)
