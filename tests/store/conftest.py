@@ -76,7 +76,8 @@ class _Cluster:
 
     @property
     def dsn(self) -> str:
-        return f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres"
+        # The unix socket in the temp dir: the same server as 127.0.0.1:port, with less per-query cost.
+        return f"host={self.root} port={self.port} user=postgres dbname=postgres"
 
     def _run(self, *args: str) -> None:
         uid, gid = self.user.pw_uid, self.user.pw_gid

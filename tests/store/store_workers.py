@@ -9,6 +9,7 @@ Also `open_store(spec)` and `raw_texts(spec, id)` for the tests themselves.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -102,18 +103,35 @@ def hammer(args: dict[str, Any]) -> None:
 
 
 def launcher(_args: dict[str, Any]) -> None:
-    """For each job line on stdin, fork a child that runs it; print its pid, then how it ended.
+    """For each job line on stdin, fork a child that runs it, then print how the child ended.
 
     The launcher imports agentcore once and has no threads, so a fork is a clean, fast start.
+    The child shares the launcher's stdout: it writes `pid N` first, then its progress markers;
+    the launcher writes `exit {...}` once the child has ended (it is reaped at the next job).
     """
-    import agentcore.loop  # loaded once, before any fork
-    import agentcore.store.postgres
-    import agentcore.store.sqlite  # noqa: F401
+    import importlib
+
+    # Everything a run loads lazily, loaded once here so that no child pays for it.
+    for name in (
+        "agentcore.loop",
+        "agentcore.protocols.chat",
+        "agentcore.store.sqlite",
+        "agentcore.store.postgres",
+        "requests",
+        "jsonschema",
+        "psycopg",
+        "agentcore._http",
+        "agentcore.tools.execute",
+    ):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
 
     print("ready", flush=True)
+    previous = 0
     for line in sys.stdin:
+        _reap(previous)
         job = json.loads(line)
-        pid = os.fork()
+        pid = previous = os.fork()
         if pid == 0:
             code = 0
             try:
@@ -122,12 +140,20 @@ def launcher(_args: dict[str, Any]) -> None:
                 print(f"child failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
                 code = 1
             os._exit(code)
-        print(pid, flush=True)
-        _, status = os.waitpid(pid, 0)
-        print(
-            json.dumps({"signal": os.WIFSIGNALED(status) and os.WTERMSIG(status), "status": status}),
-            flush=True,
+        # Wait without reaping: until the next job, the pid stays a zombie, so the reader's
+        # SIGKILL can never reach another process that reused the number.
+        ended = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        killed = ended.si_code == os.CLD_KILLED
+        outcome = (
+            {"signal": ended.si_status, "code": None} if killed else {"signal": 0, "code": ended.si_status}
         )
+        print("exit " + json.dumps(outcome), flush=True)
+    _reap(previous)
+
+
+def _reap(pid: int) -> None:
+    if pid:
+        os.waitpid(pid, 0)
 
 
 def slow_echo(text: str) -> str:
@@ -140,29 +166,38 @@ def slow_echo(text: str) -> str:
     return text.upper()
 
 
+def mark(name: str) -> None:
+    # One write per line, straight to the fd: lines from several threads never mix.
+    os.write(1, (name + "\n").encode())
+
+
 def run_agent(job: dict[str, Any]) -> None:
-    """Send one task with a session; report progress markers on the FIFO at `job["markers"]`."""
+    """Send one task with a session, writing `pid`, then `stream` / `tool` / `step` markers, then `done`."""
     from agentcore import Agent, tool
 
-    markers = open(job["markers"], "w", buffering=1)  # noqa: SIM115
-
-    def mark(name: str) -> Any:
-        return lambda *_: markers.write(name + "\n")
+    mark(f"pid {os.getpid()}")
 
     def on_event(event: dict[str, Any]) -> None:
         if event.get("type") == "text-delta":
-            markers.write("stream\n")
+            mark("stream")
 
     store = open_store(job["spec"])
     agent = Agent(
-        config={"base_url": job["base_url"], "model": "m", "no_tool_rounds": 1},
+        config=agent_config(job["base_url"]),
         tools=[tool(slow_echo)],
-        callbacks={"on_llm_event": on_event, "on_tool_call": mark("tool"), "on_step": mark("step")},
+        callbacks={
+            "on_llm_event": on_event,
+            "on_tool_call": lambda _payload: mark("tool"),
+            "on_step": lambda _payload: mark("step"),
+        },
         session=store.session(job["session"]),
     )
     agent.send(job["input"])
-    markers.write("done\n")
-    markers.close()
+    mark("done")
+
+
+def agent_config(base_url: str) -> dict[str, Any]:
+    return {"base_url": base_url, "model": "m", "no_tool_rounds": 1, "retry_base_delay": 0.01}
 
 
 if __name__ == "__main__":
