@@ -18,7 +18,18 @@ PACKAGE = Path(__file__).resolve().parents[1] / "agentcore"
 
 RANKS = [
     ("errors", "usage", "_utils", "result"),
-    ("output", "history", "tools", "protocols.base", "config", "events", "hooks", "inputs", "queues"),
+    (
+        "output",
+        "history",
+        "tools",
+        "protocols.base",
+        "config",
+        "events",
+        "hooks",
+        "inputs",
+        "queues",
+        "store",
+    ),
     ("protocols", "text_tools"),
     ("llm", "_http", "context", "tool_mode"),
     ("compact", "batch"),
