@@ -29,6 +29,7 @@ from .hooks import Hooks, check_hooks
 from .inputs import check_callbacks, check_history, check_types, initial_tools, send_tools, user_message
 from .queues import Queues, queued_entry
 from .result import SendResult
+from .store import Session
 from .tools.handlers import FileTool
 from .tools.toolset import ToolSet
 
@@ -62,6 +63,8 @@ class Agent:
         history: the initial history list, kept by reference.
         id: the agent id (a uuid4 hex when omitted).
         hooks: deciding hooks (API.md §Hooks).
+        session: a store session (`store.session(id)`): history is loaded from it here, and every
+            entry appended to it is committed to the store (API.md §Sessions).
     """
 
     def __init__(
@@ -72,14 +75,24 @@ class Agent:
         history: list[Message] | None = None,
         id: str | None = None,
         hooks: Mapping[str, Callable[..., Any]] | None = None,
+        session: Session | None = None,
     ) -> None:
         check_types(config=config, callbacks=callbacks, history=history, id=id, tools=tools)
+        if session is not None and not isinstance(session, Session):
+            raise TypeError(f"session must come from store.session(id), got {type(session).__name__}")
+        if session is not None and history is not None:
+            raise AgentError(
+                "pass history= or session=, not both: a session loads its history", kind="config"
+            )
         self._config = _config.resolve(config)
         self.tools: ToolSet = initial_tools(tools)
         self._callbacks: dict[str, Callable[..., Any]] = check_callbacks(callbacks)
         self._hooks = {k: v for k, v in check_hooks(hooks).items() if v is not None}
         self._listeners = Listeners()
         self._queues = Queues()
+        self.session = session
+        if session is not None:
+            history = session.load()
         self.history: list[Message] = history if history is not None else []
         self.id: str = id if id is not None else uuid.uuid4().hex
         self.running: Running | None = None
@@ -228,6 +241,14 @@ class Agent:
         overrides = _Overrides(self._config, None, None, callbacks={}, hooks={})
         running, state = self._start(overrides, None, None, deliver=False, callbacks=callbacks)
         return str(self._drive(running, lambda: _loop.compact_run(state)))
+
+    def reload(self) -> None:
+        """Refill `agent.history` (the same list) from the session's store; stops what is running first."""
+        self._refuse_inside_run("reload")
+        if self.session is None:
+            raise AgentError("reload() needs an agent made with session=", kind="request")
+        self.stop()
+        self.history[:] = self.session.load()
 
     def stop(self) -> bool:
         """Stop the running send / resume / compact; returns once it has ended.
@@ -386,11 +407,15 @@ class Agent:
                 superseded = superseded or (cancel is not None and cancel.is_set())
                 if superseded:
                     raise AgentError("the send was superseded or stopped before it started", kind="aborted")
+                history = overrides.history if overrides.history is not None else self.history
+                entries = self._first_entries(message, deliver, superseding=previous is not None)
+                try:
+                    appended = self._write_input(history, entries)
+                except BaseException:
+                    # A session conflict writes nothing: the steers taken for delivery go back.
+                    self._queues.give_back("steer", [e for e in entries if e is not message])
+                    raise
                 overrides.apply(self)
-                appended = _loop.close_open_calls(self.history)
-                for entry in self._first_entries(message, deliver, superseding=previous is not None):
-                    _loop._append_to(self.history, entry)
-                    appended.append(entry)
             events = Emitter(
                 self.id,
                 run_id or uuid.uuid4().hex,
@@ -411,6 +436,7 @@ class Agent:
                 queues=self._queues,
                 appended=appended,
                 unannounced=list(appended),
+                on_append=self._committer(self.history),
             )
         except BaseException:
             # Superseded, Ctrl-C while the previous run was ending, or a failure before the worker
@@ -425,6 +451,31 @@ class Agent:
         entries = [message] if message is not None else []
         steers = self._queues.take("steer", "all") if deliver else []
         return steers + entries if superseding else entries + steers
+
+    def _write_input(self, history: list[Message], entries: list[Message]) -> list[Message]:
+        """Answer open calls, append the input; with a session, commit all of it or write nothing."""
+        from . import loop as _loop
+
+        if self.session is not None:
+            self.session.check(history)
+        start = len(history)
+        appended = _loop.close_open_calls(history)
+        for entry in entries:
+            _loop._append_to(history, entry)
+            appended.append(entry)
+        if self.session is not None:
+            try:
+                self.session.commit(history)
+            except BaseException:
+                del history[start:]
+                raise
+        return appended
+
+    def _committer(self, history: list[Message]) -> Callable[[Message], None] | None:
+        session = self.session
+        if session is None:
+            return None
+        return lambda _message: session.commit(history)
 
     def _drive(self, running: Running, body: Callable[[], Any], cancel: threading.Event | None = None) -> Any:
         """Run `body` on a worker thread and wait for it; Ctrl-C stops the run, then re-raises."""

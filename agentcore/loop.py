@@ -65,6 +65,8 @@ class Run:
     usage: Usage = field(default_factory=Usage)
     steps: int = 0
     partial: _Partial | None = None
+    # Called after each entry the loop appends (a session commits it there); raising fails the run.
+    on_append: Callable[[Message], None] | None = None
     # The context of the current history length: the budget check and the request of a round
     # (and its retries) share one build, since history only grows during a run.
     context_cache: tuple[int, Context] | None = None
@@ -459,6 +461,8 @@ def compact_now(state: Run, reason: str = "manual") -> str:
     message["usage"] = result["usage"].to_dict()
     _append_to(state.history, message)
     state.appended.append(message)
+    if state.on_append is not None:
+        state.on_append(message)
     events.compaction_end(reason, message, result)
     return str(result["content"])
 
@@ -540,6 +544,8 @@ def _append(state: Run, message: Message, *, reply: bool = False) -> None:
     """Append an entry of this run and announce it (`reply`: the assistant reply's `message_end`)."""
     _append_to(state.history, message)
     state.appended.append(message)
+    if state.on_append is not None:
+        state.on_append(message)
     if reply:
         state.events.reply(message)
     else:

@@ -56,6 +56,12 @@ class Queues:
             taken, items[:] = items[:count], items[count:]
         return taken
 
+    def give_back(self, queue: Queue, entries: list[dict[str, Any]]) -> None:
+        """Put entries taken for a delivery that did not happen back at the front, in order."""
+        if entries:
+            with self._lock:
+                self._queues[queue][:0] = entries
+
     def __bool__(self) -> bool:
         with self._lock:
             return bool(self._queues["steer"] or self._queues["follow_up"])

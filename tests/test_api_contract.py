@@ -1950,7 +1950,7 @@ def test_public_signatures() -> None:
     kw = inspect.Parameter.KEYWORD_ONLY
     init = _params(Agent.__init__)
     names = [n for n in init if n != "self"]
-    assert names[:6] == ["config", "tools", "callbacks", "history", "id", "hooks"]
+    assert names == ["config", "tools", "callbacks", "history", "id", "hooks", "session"]
     assert all(default is None for n, (_, default) in init.items() if n != "self")
     send = _params(Agent.send)
     assert list(send)[1] == "input"

@@ -29,6 +29,7 @@ RANKS = [
         "hooks",
         "inputs",
         "queues",
+        "store",
     ),
     ("protocols", "text_tools"),
     ("llm", "_http", "context", "tool_mode"),
