@@ -25,12 +25,12 @@ from ._utils.capabilities import media_kind
 from ._utils.threads import owned_by, owner, spawn
 from .errors import AgentError
 from .result import SendResult
-from .store import Session
 from .tools.handlers import FileTool
 from .tools.toolset import ToolSet, load
 
 if TYPE_CHECKING:
     from . import loop as _loop
+    from .store import Session
 
 # The loop (and with it the HTTP layer, protocols, compaction) loads on the first send, so that
 # `import agentcore` stays cheap for scripts that only build agents or tools.
@@ -98,12 +98,7 @@ class Agent:
             raise TypeError(f"id must be a str, got {type(id).__name__}")
         if tools is not None and isinstance(tools, (int, float, bool, bytes)):
             raise TypeError(f"tools must be a ToolSet, a list or a dict of tools, got {type(tools).__name__}")
-        if session is not None and not isinstance(session, Session):
-            raise TypeError(f"session must come from store.session(id), got {type(session).__name__}")
-        if session is not None and history is not None:
-            raise AgentError(
-                "pass history= or session=, not both: a session loads its history", kind="config"
-            )
+        _check_session(session, history)
         self._config = _config.resolve(config)
         self.tools: ToolSet = _initial_tools(tools)
         self._callbacks: dict[str, Callable[..., Any]] = _check_callbacks(callbacks)
@@ -428,6 +423,18 @@ def _close_pools(box: list[Any]) -> None:
             pool.close()
         except Exception:
             pass
+
+
+def _check_session(session: Any, history: Any) -> None:
+    if session is None:
+        return
+    # Loaded only for agents with a session, so that `import agentcore` stays cheap.
+    from .store import Session
+
+    if not isinstance(session, Session):
+        raise TypeError(f"session must come from store.session(id), got {type(session).__name__}")
+    if history is not None:
+        raise AgentError("pass history= or session=, not both: a session loads its history", kind="config")
 
 
 def _initial_tools(tools: Any) -> ToolSet:
