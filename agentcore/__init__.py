@@ -10,7 +10,7 @@ from .tools import ToolContext, tool
 from .usage import Usage
 
 if TYPE_CHECKING:
-    from . import compact, context, history, llm, output, text_tools
+    from . import compact, context, history, llm, output, store, text_tools
 
 __all__ = [
     "Agent",
@@ -23,6 +23,7 @@ __all__ = [
     "history",
     "llm",
     "output",
+    "store",
     "text_tools",
     "tool",
     "tools",
@@ -30,7 +31,7 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-_LAZY = ("compact", "context", "history", "llm", "output", "text_tools")
+_LAZY = ("compact", "context", "history", "llm", "output", "store", "text_tools")
 
 
 def __getattr__(name: str) -> object:

@@ -29,12 +29,12 @@ from .hooks import Hooks, check_hooks
 from .inputs import check_callbacks, check_history, check_types, initial_tools, send_tools, user_message
 from .queues import Queues, queued_entry
 from .result import SendResult
-from .store import Session
 from .tools.handlers import FileTool
 from .tools.toolset import ToolSet
 
 if TYPE_CHECKING:
     from . import loop as _loop
+    from .store import Session
 
 # The loop (and with it the HTTP layer, protocols, compaction) loads on the first send, so that
 # `import agentcore` stays cheap for scripts that only build agents or tools.
@@ -78,12 +78,7 @@ class Agent:
         session: Session | None = None,
     ) -> None:
         check_types(config=config, callbacks=callbacks, history=history, id=id, tools=tools)
-        if session is not None and not isinstance(session, Session):
-            raise TypeError(f"session must come from store.session(id), got {type(session).__name__}")
-        if session is not None and history is not None:
-            raise AgentError(
-                "pass history= or session=, not both: a session loads its history", kind="config"
-            )
+        _check_session(session, history)
         self._config = _config.resolve(config)
         self.tools: ToolSet = initial_tools(tools)
         self._callbacks: dict[str, Callable[..., Any]] = check_callbacks(callbacks)
@@ -584,3 +579,15 @@ def _close_pools(box: list[Any]) -> None:
             pool.close()
         except Exception:
             pass
+
+
+def _check_session(session: Any, history: Any) -> None:
+    if session is None:
+        return
+    # Loaded only for agents with a session, so that `import agentcore` stays cheap.
+    from .store import Session
+
+    if not isinstance(session, Session):
+        raise TypeError(f"session must come from store.session(id), got {type(session).__name__}")
+    if history is not None:
+        raise AgentError("pass history= or session=, not both: a session loads its history", kind="config")

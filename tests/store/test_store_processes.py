@@ -109,3 +109,19 @@ def test_postgres_store_without_psycopg_names_the_extra(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.stdout.startswith("config "), out.stderr
     assert "pip install 'agentcore[postgres]'" in out.stdout
+
+
+def test_the_store_namespace_loads_no_database_module_until_a_store_is_made() -> None:
+    code = (
+        "import sys, agentcore\n"
+        "assert 'agentcore.store' not in sys.modules\n"
+        "store = agentcore.store\n"
+        "print(sorted(m for m in ('sqlite3', 'psycopg') if m in sys.modules))\n"
+        "agentcore.store.SQLiteStore, agentcore.store.PostgresStore\n"
+        "print('psycopg' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=child_env(), capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["[]", "False"]
