@@ -25,6 +25,8 @@ RANKS = [
     ("loop",),
     ("agent",),
     ("__init__", "testing"),
+    # The application: prints, reads the terminal; nothing in the library imports it.
+    ("cli", "__main__"),
 ]
 
 
