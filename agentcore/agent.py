@@ -25,6 +25,7 @@ from ._utils.capabilities import media_kind
 from ._utils.threads import owned_by, owner, spawn
 from .errors import AgentError
 from .result import SendResult
+from .store import Session
 from .tools.handlers import FileTool
 from .tools.toolset import ToolSet, load
 
@@ -74,6 +75,8 @@ class Agent:
         callbacks: `on_*` callables.
         history: the initial history list, kept by reference.
         id: the agent id (a uuid4 hex when omitted).
+        session: a store session (`store.session(id)`): history is loaded from it here, and every
+            entry appended to it is committed to the store (API.md §Sessions).
     """
 
     def __init__(
@@ -83,6 +86,7 @@ class Agent:
         callbacks: Mapping[str, Callable[..., Any]] | None = None,
         history: list[Message] | None = None,
         id: str | None = None,
+        session: Session | None = None,
     ) -> None:
         if config is not None and not isinstance(config, Mapping):
             raise TypeError(f"config must be a dict, got {type(config).__name__}")
@@ -94,10 +98,19 @@ class Agent:
             raise TypeError(f"id must be a str, got {type(id).__name__}")
         if tools is not None and isinstance(tools, (int, float, bool, bytes)):
             raise TypeError(f"tools must be a ToolSet, a list or a dict of tools, got {type(tools).__name__}")
+        if session is not None and not isinstance(session, Session):
+            raise TypeError(f"session must come from store.session(id), got {type(session).__name__}")
+        if session is not None and history is not None:
+            raise AgentError(
+                "pass history= or session=, not both: a session loads its history", kind="config"
+            )
         self._config = _config.resolve(config)
         self.tools: ToolSet = _initial_tools(tools)
         self._callbacks: dict[str, Callable[..., Any]] = _check_callbacks(callbacks)
+        self.session = session
         self.history: list[Message] = history if history is not None else []
+        if session is not None:
+            self.history = session.load()
         self.id: str = id if id is not None else uuid.uuid4().hex
         self.running: Running | None = None
         self._lock = threading.Lock()
@@ -197,6 +210,14 @@ class Agent:
 
         return str(self._drive(running, body))
 
+    def reload(self) -> None:
+        """Refill `agent.history` (the same list) from the session's store; stops what is running first."""
+        self._refuse_inside_run("reload")
+        if self.session is None:
+            raise AgentError("reload() needs an agent made with session=", kind="request")
+        self.stop()
+        self.history[:] = self.session.load()
+
     def stop(self) -> bool:
         """Stop the running send / resume / compact; returns once it has ended.
 
@@ -263,11 +284,9 @@ class Agent:
                 superseded = superseded or (cancel is not None and cancel.is_set())
                 if superseded:
                     raise AgentError("the send was superseded or stopped before it started", kind="aborted")
+                history = overrides.history if overrides.history is not None else self.history
+                appended = self._write_input(history, message)
                 overrides.apply(self)
-                appended = _loop.close_open_calls(self.history)
-                if message is not None:
-                    _loop._append_to(self.history, message)
-                    appended.append(message)
             state = _loop.Run(
                 agent_id=self.id,
                 history=self.history,
@@ -277,6 +296,7 @@ class Agent:
                 cancel=running.cancel,
                 pool=self._pool(),
                 appended=appended,
+                on_append=self._committer(self.history),
             )
         except BaseException:
             # Superseded, Ctrl-C while the previous run was ending, or a failure before the worker
@@ -285,6 +305,31 @@ class Agent:
             self._release(running)
             raise
         return running, state
+
+    def _write_input(self, history: list[Message], message: Message | None) -> list[Message]:
+        """Answer open calls, append the input; with a session, commit all of it or write nothing."""
+        from . import loop as _loop
+
+        if self.session is not None:
+            self.session.check(history)
+        start = len(history)
+        appended = _loop.close_open_calls(history)
+        if message is not None:
+            _loop._append_to(history, message)
+            appended.append(message)
+        if self.session is not None:
+            try:
+                self.session.commit(history)
+            except BaseException:
+                del history[start:]
+                raise
+        return appended
+
+    def _committer(self, history: list[Message]) -> Callable[[Message], None] | None:
+        session = self.session
+        if session is None:
+            return None
+        return lambda _message: session.commit(history)
 
     def _drive(self, running: Running, body: Callable[[], Any], cancel: threading.Event | None = None) -> Any:
         """Run `body` on a worker thread and wait for it; Ctrl-C stops the run, then re-raises."""

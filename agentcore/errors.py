@@ -11,7 +11,17 @@ from __future__ import annotations
 from typing import Any, Literal
 
 Kind = Literal[
-    "aborted", "auth", "limit", "timeout", "server", "network", "request", "unknown", "config", "tool"
+    "aborted",
+    "auth",
+    "limit",
+    "timeout",
+    "server",
+    "network",
+    "request",
+    "unknown",
+    "config",
+    "tool",
+    "conflict",
 ]
 KINDS: tuple[str, ...] = (
     "aborted",
@@ -24,10 +34,11 @@ KINDS: tuple[str, ...] = (
     "unknown",
     "config",
     "tool",
+    "conflict",
 )
 
 # Never retried whatever the filter says (API.md §Retries): a retry cannot fix them.
-_NEVER_RETRYABLE = frozenset({"aborted", "config", "tool"})
+_NEVER_RETRYABLE = frozenset({"aborted", "config", "tool", "conflict"})
 _BODY_LIMIT = 2000
 
 

@@ -57,6 +57,8 @@ class Run:
     usage: Usage = field(default_factory=Usage)
     steps: int = 0
     partial: _Partial | None = None
+    # Called after each entry the loop appends (a session commits it there); raising fails the run.
+    on_append: Callable[[Message], None] | None = None
     # The context of the current history length: the budget check and the request of a round
     # (and its retries) share one build, since history only grows during a run.
     context_cache: tuple[int, Context] | None = None
@@ -549,6 +551,8 @@ def _assistant_message(result: LLMResult) -> Message:
 def _append(state: Run, message: Message) -> None:
     _append_to(state.history, message)
     state.appended.append(message)
+    if state.on_append is not None:
+        state.on_append(message)
 
 
 def _append_to(history: list[Message], message: Message) -> None:

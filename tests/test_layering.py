@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "agentcore"
 
 RANKS = [
     ("errors", "usage", "_utils", "result"),
-    ("output", "history", "tools", "protocols.base", "config"),
+    ("output", "history", "tools", "protocols.base", "config", "store"),
     ("protocols", "text_tools"),
     ("llm", "_http", "context", "tool_mode"),
     ("compact",),

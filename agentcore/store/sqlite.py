@@ -1,0 +1,148 @@
+"""Sessions in one SQLite file (stdlib `sqlite3`): the embedded default.
+
+    store = SQLiteStore("chats.db")
+    store.append("user-42", [{"role": "user", "content": "hi"}], expected_length=0)  # -> 1
+
+WAL mode lets readers run while one process writes. Each append is one `BEGIN IMMEDIATE`
+transaction — it takes the write lock before it reads the length — so the length check and the
+insert cannot be split by another writer, in this process or another one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from ..errors import AgentError
+from . import TextStore, conflict_error
+
+# How long a writer waits for another process's write lock before giving up with an error.
+BUSY_TIMEOUT_S = 30.0
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS agentcore_sessions "
+    "(id TEXT PRIMARY KEY, length INTEGER NOT NULL, updated_at REAL NOT NULL)",
+    # The (session, idx) key is the backstop of the length check: an entry index is written once.
+    "CREATE TABLE IF NOT EXISTS agentcore_entries "
+    "(session TEXT NOT NULL, idx INTEGER NOT NULL, entry TEXT NOT NULL, PRIMARY KEY (session, idx))",
+)
+
+
+class SQLiteStore(TextStore):
+    """Sessions in the SQLite file at `path` (created with its schema on first use).
+
+    Args:
+        path: the database file.
+        busy_timeout_s: how long a write waits for another writer's lock.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
+        self.path = os.fspath(path)
+        self.busy_timeout_s = busy_timeout_s
+        # One connection per process, shared by its threads under a lock; a forked child opens
+        # its own (an SQLite connection must never cross a fork).
+        self._lock = threading.Lock()
+        self._connection: sqlite3.Connection | None = None
+        self._pid = 0
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r})"
+
+    def _load_texts(self, id: str) -> list[str]:
+        with self._guard():
+            rows = self._connect().execute(
+                "SELECT entry FROM agentcore_entries WHERE session = ? ORDER BY idx", (id,)
+            )
+            return [row[0] for row in rows]
+
+    def _append_texts(self, id: str, texts: list[str], expected_length: int) -> int:
+        with self._guard():
+            connection = self._connect()
+            with _write_transaction(connection):
+                row = connection.execute(
+                    "SELECT length FROM agentcore_sessions WHERE id = ?", (id,)
+                ).fetchone()
+                stored = row[0] if row else 0
+                if stored != expected_length:
+                    raise conflict_error(id, expected_length, stored)
+                if not texts:
+                    return stored
+                connection.executemany(
+                    "INSERT INTO agentcore_entries (session, idx, entry) VALUES (?, ?, ?)",
+                    [(id, stored + offset, text) for offset, text in enumerate(texts)],
+                )
+                length = stored + len(texts)
+                connection.execute(
+                    "INSERT INTO agentcore_sessions (id, length, updated_at) VALUES (?, ?, ?) "
+                    "ON CONFLICT (id) DO UPDATE "
+                    "SET length = excluded.length, updated_at = excluded.updated_at",
+                    (id, length, time.time()),
+                )
+                return length
+
+    def sessions(self) -> list[dict[str, Any]]:
+        """Every stored session, the most recently updated first."""
+        with self._guard():
+            rows = self._connect().execute(
+                "SELECT id, length, updated_at FROM agentcore_sessions ORDER BY updated_at DESC, id"
+            )
+            return [{"id": row[0], "length": row[1], "updated_at": row[2]} for row in rows]
+
+    def delete(self, id: str) -> None:
+        """Remove session `id` and its entries (nothing happens for an unknown id)."""
+        with self._guard():
+            connection = self._connect()
+            with _write_transaction(connection):
+                connection.execute("DELETE FROM agentcore_entries WHERE session = ?", (id,))
+                connection.execute("DELETE FROM agentcore_sessions WHERE id = ?", (id,))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._connection is not None and self._pid == os.getpid():
+                self._connection.close()
+            self._connection = None
+
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Hold the connection lock; a database failure becomes an AgentError naming the file."""
+        with self._lock:
+            try:
+                yield
+            except sqlite3.Error as exc:
+                raise AgentError(f"session store {self.path!r}: {exc}", kind="unknown", cause=exc) from exc
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._connection is not None and self._pid == os.getpid():
+            return self._connection
+        try:
+            connection = sqlite3.connect(
+                self.path, timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False
+            )
+            connection.execute("PRAGMA journal_mode = WAL")
+            # In WAL mode NORMAL survives any crash of the process (the WAL is in the OS's hands
+            # once written); only a power loss may roll back the last commits.
+            connection.execute("PRAGMA synchronous = NORMAL")
+            for statement in _SCHEMA:
+                connection.execute(statement)
+        except sqlite3.Error as exc:
+            raise AgentError(f"cannot open the session store {self.path!r}: {exc}", kind="config") from exc
+        self._connection, self._pid = connection, os.getpid()
+        return connection
+
+
+class _write_transaction:
+    """`BEGIN IMMEDIATE` … `COMMIT`, rolled back on any exception."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+
+    def __enter__(self) -> None:
+        self.connection.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        self.connection.execute("COMMIT" if kind is None else "ROLLBACK")
