@@ -9,6 +9,7 @@ re-raises) and returns to the prompt; at the prompt, Ctrl-C twice in a row or Ct
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields
 from typing import Any
 
 from .. import history as _history
@@ -130,10 +131,11 @@ class Repl:
         return True
 
     def _usage(self) -> bool:
-        replies = [m for m in self.agent.history if m.get("role") == "assistant"]
+        replies = sum(1 for m in self.agent.history if m.get("role") == "assistant")
         usage = total_usage(self.agent.history)
         self._print(
-            f"{len(replies)} replies: {usage.input_tokens} input, {usage.output_tokens} output, "
+            f"{replies} {'reply' if replies == 1 else 'replies'}: {usage.input_tokens} input, "
+            f"{usage.output_tokens} output, "
             f"{usage.total_tokens} total tokens (cache read {usage.cache_read_tokens}, "
             f"cache write {usage.cache_write_tokens})"
         )
@@ -157,9 +159,9 @@ class Repl:
 
 def total_usage(history: Sequence[Mapping[str, Any]]) -> Usage:
     """The summed `usage` of every assistant message (what the conversation has cost so far)."""
-    total = Usage()
+    total, names = Usage(), {f.name for f in fields(Usage)}
     for message in history:
         usage = message.get("usage")
         if message.get("role") == "assistant" and isinstance(usage, Mapping):
-            total.add(Usage.of(**{k: v for k, v in usage.items() if k in Usage.__slots__}))
+            total.add(Usage.of(**{k: v for k, v in usage.items() if k in names}))
     return total
