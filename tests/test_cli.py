@@ -10,9 +10,11 @@ from __future__ import annotations
 import configparser
 import importlib
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from typing import Any
 import pexpect
 import pytest
 
+from agentcore.store import SQLiteStore
 from agentcore.testing import ModelServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -375,6 +378,33 @@ def test_run_exits_1_with_the_error_kind_and_message_on_stderr(server: ModelServ
     assert done.stdout == ""
     assert "error (auth):" in done.stderr and "Incorrect API key provided" in done.stderr
     assert len(server.requests) == 1  # a wrong key fails at once at a terminal, never retried
+
+
+def test_run_stopped_by_ctrl_c_exits_130_and_keeps_the_partial_reply(
+    server: ModelServer, tmp_path: Path
+) -> None:
+    arrived = threading.Event()
+
+    def stall(_request: Any) -> dict[str, Any]:
+        arrived.set()
+        return STALLED
+
+    server.add(stall)
+    session = f"{tmp_path / 'chats.db'}:me"
+    command = [sys.executable, "-m", "agentcore", "run", *endpoint(server), "--session", session, "hi"]
+    child = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env()
+    )
+    try:
+        assert arrived.wait(TIMEOUT_S)
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=TIMEOUT_S)
+    finally:
+        child.kill()
+    assert (child.returncode, out) == (130, ""), err
+    assert "[interrupted]" in err
+    stored = SQLiteStore(tmp_path / "chats.db").load("me")
+    assert [m["role"] for m in stored] == ["user", "assistant"]
 
 
 def test_run_demo_needs_no_endpoint() -> None:
