@@ -57,6 +57,9 @@ def reply(recorded: Recorded) -> dict[str, Any]:
     """The demo model: answer one chat-completions request."""
     body = recorded.body if isinstance(recorded.body, dict) else {}
     messages = body.get("messages") or [{}]
+    if "tools" not in body:
+        # Only a compaction request comes without the tool (the summary needs none).
+        return {"text": "Summary: the user chatted with the agentcore demo model.", **_STREAM}
     last = messages[-1]
     if last.get("role") == "tool":
         return {"text": f"Your message has {last.get('content')} words.", **_STREAM}

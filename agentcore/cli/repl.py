@@ -142,6 +142,9 @@ class Repl:
         return True
 
     def _compact(self) -> bool:
+        if not self.agent.history:
+            self.display.notice("(nothing to compact yet)")
+            return True
         summary = self.agent.compact()
         self.display.notice(f"[compacted into a summary of {len(summary)} characters]")
         return True
