@@ -383,20 +383,26 @@ def test_run_exits_1_with_the_error_kind_and_message_on_stderr(server: ModelServ
     assert len(server.requests) == 1  # a wrong key fails at once at a terminal, never retried
 
 
-def test_run_stopped_by_ctrl_c_exits_130_and_keeps_the_partial_reply(
-    server: ModelServer, tmp_path: Path
+def test_run_stopped_by_ctrl_c_exits_130_and_leaves_a_valid_stored_history(
+    server: ModelServer, tmp_path: Path, tools_dir: Path
 ) -> None:
+    """Ctrl-C while the second reply streams: the first round is stored whole, and whatever part
+    of the second reply had arrived by then is stored as an assistant entry of its own."""
     arrived = threading.Event()
 
     def stall(_request: Any) -> dict[str, Any]:
         arrived.set()
         return STALLED
 
-    server.add(stall)
+    server.add({"tool_calls": [{"name": "shout", "arguments": {"text": "a"}}]}, stall)
     session = f"{tmp_path / 'chats.db'}:me"
-    command = [sys.executable, "-m", "agentcore", "run", *endpoint(server), "--session", session, "hi"]
+    command = [sys.executable, "-m", "agentcore", "run", *endpoint(server), "--tools", str(tools_dir)]
     child = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env()
+        [*command, "--session", session, "hi"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
     )
     try:
         assert arrived.wait(TIMEOUT_S)
@@ -407,7 +413,9 @@ def test_run_stopped_by_ctrl_c_exits_130_and_keeps_the_partial_reply(
     assert (child.returncode, out) == (130, ""), err
     assert "[interrupted]" in err
     stored = SQLiteStore(tmp_path / "chats.db").load("me")
-    assert [m["role"] for m in stored] == ["user", "assistant"]
+    assert [m["role"] for m in stored[:3]] == ["user", "assistant", "tool"]
+    assert stored[2]["content"][0]["output"] == {"type": "text", "value": "A"}
+    assert [m["role"] for m in stored[3:]] in ([], ["assistant"])
 
 
 def test_run_demo_needs_no_endpoint() -> None:
