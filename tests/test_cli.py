@@ -418,6 +418,24 @@ def test_run_stopped_by_ctrl_c_exits_130_and_leaves_a_valid_stored_history(
     assert [m["role"] for m in stored[3:]] in ([], ["assistant"])
 
 
+def test_retries_and_library_warnings_are_shown_on_stderr(server: ModelServer, tools_dir: Path) -> None:
+    """The library only logs; the command line is the application that shows what it logs."""
+    server.add({"status": 503, "error": "overloaded, try again", "headers": {"Retry-After": "0"}}, "Made it.")
+    done = run_cli("run", *endpoint(server), "hello")
+    assert (done.returncode, done.stdout) == (0, "Made it.\n"), done.stderr
+    assert done.stderr.count("overloaded, try again") == 1, done.stderr
+    assert "[retry 1 in 0.0 s (server): HTTP 503: overloaded, try again]" in done.stderr
+
+    # The same tool name in two folders of one scan: the library warns (on logger "agentcore").
+    twin = tools_dir / "twin"
+    twin.mkdir()
+    (twin / "shout_again.py").write_text((tools_dir / "shout.py").read_text())
+    server.add("Fine.", "Fine.", "Fine.")
+    done = run_cli("run", *endpoint(server), "--tools", str(tools_dir), "hi")
+    assert done.returncode == 0, done.stderr
+    assert "agentcore: tool 'shout' is defined in both" in done.stderr
+
+
 def test_run_demo_needs_no_endpoint() -> None:
     done = run_cli("run", "--demo", "count the words of this sentence")
     assert (done.returncode, done.stdout) == (0, "Your message has 6 words.\n"), done.stderr

@@ -219,6 +219,8 @@ def _show_library_warnings(display: Display) -> None:
     # The library logs retries and swallowed callback errors at WARNING and never prints; the
     # application decides where that goes, and at a terminal it is a notice on stderr.
     logger = logging.getLogger("agentcore")
+    for handler in [h for h in logger.handlers if isinstance(h, _NoticeHandler)]:
+        logger.removeHandler(handler)  # main() called again in one process
     logger.addHandler(_NoticeHandler(display))
     logger.setLevel(logging.WARNING)
 
@@ -229,4 +231,6 @@ class _NoticeHandler(logging.Handler):
         self.display = display
 
     def emit(self, record: logging.LogRecord) -> None:
+        if record.module == "retry":
+            return  # retries are shown by the on_retry callback, with the attempt and the wait
         self.display.notice(f"agentcore: {record.getMessage()}")

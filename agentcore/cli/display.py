@@ -23,7 +23,7 @@ class Display:
 
     Args:
         out: where reply text goes (stdout).
-        err: where tool calls, their output and results, and notices go (stderr).
+        err: where tool calls, their output and results, retries and notices go (stderr).
         stream_text: print reply text as it streams (the REPL); False leaves it to the caller
             (`agentcore run` prints the final text once).
     """
@@ -41,6 +41,7 @@ class Display:
             "on_tool_call": self.tool_call,
             "on_tool_output": self.tool_output,
             "on_tool_result": self.tool_result,
+            "on_retry": self.retry,
         }
 
     # ------------------------------------------------------------ callbacks
@@ -67,6 +68,14 @@ class Display:
         failed = str(output.get("type", "")).startswith("error") or output.get("type") == "execution-denied"
         verb = "failed" if failed else "returned"
         self.notice(f"[tool] {result.get('tool_name')} {verb} {_preview(output.get('value'))}")
+
+    def retry(self, payload: dict[str, Any]) -> None:
+        # The attempt starts again from nothing: said on its own line, so the text shown so far
+        # is not taken for the beginning of the next attempt.
+        error = payload.get("error")
+        kind = getattr(error, "kind", "unknown")
+        delay_s = float(payload.get("delay", 0))
+        self.notice(f"[retry {payload.get('attempt')} in {delay_s:.1f} s ({kind}): {error}]")
 
     # ------------------------------------------------------------ plain output
 
