@@ -3,8 +3,9 @@
     store = PostgresStore("postgresql://app@db/chats")
     agent = Agent(config=..., session=store.session(user_id))
 
-An append is one transaction that locks the session's row (`SELECT ... FOR UPDATE`) before it
-compares lengths, so two writers of one session are serialised by the server, wherever they run.
+An append is one statement (so one transaction) that claims the session's row only while it holds
+the expected length, and inserts the entries only when the claim succeeded: two writers of one
+session are serialised by the row lock on the server, wherever they run.
 psycopg is imported when a store is made, never by `import agentcore`.
 """
 
@@ -31,6 +32,23 @@ _SCHEMA = (
     "(session TEXT NOT NULL, idx INTEGER NOT NULL, entry TEXT NOT NULL, PRIMARY KEY (session, idx))",
 )
 _NOW = "EXTRACT(EPOCH FROM clock_timestamp())::double precision"
+
+# One statement, so one transaction and one round trip: claim the session row only if it holds
+# exactly the expected length (an UPDATE locks the row, and a concurrent writer re-checks the
+# WHERE against the committed length), then insert the entries only if the claim succeeded.
+_INSERT_ENTRIES = (
+    "INSERT INTO agentcore_entries (session, idx, entry) "
+    "SELECT claimed.id, %(expected)s + u.o - 1, u.e "
+    "FROM claimed, unnest(%(texts)s::text[]) WITH ORDINALITY AS u(e, o)"
+)
+_CLAIM_AND_INSERT = {
+    False: "WITH claimed AS (UPDATE agentcore_sessions "
+    f"SET length = %(length)s, updated_at = {_NOW} "
+    "WHERE id = %(id)s AND length = %(expected)s RETURNING id) " + _INSERT_ENTRIES,
+    # A new session: the row must not exist yet (a second creator waits, then inserts nothing).
+    True: "WITH claimed AS (INSERT INTO agentcore_sessions (id, length, updated_at) "
+    f"VALUES (%(id)s, %(length)s, {_NOW}) ON CONFLICT (id) DO NOTHING RETURNING id) " + _INSERT_ENTRIES,
+}
 
 
 class PostgresStore(TextStore):
@@ -63,34 +81,25 @@ class PostgresStore(TextStore):
             return [row[0] for row in rows]
 
     def _append_texts(self, id: str, texts: list[str], expected_length: int) -> int:
-        with self._guard() as connection, connection.transaction():
+        params = {
+            "id": id,
+            "expected": expected_length,
+            "length": expected_length + len(texts),
+            "texts": texts,
+        }
+        with self._guard() as connection:
             if texts:
-                # Make sure the row exists, then lock it: a second writer waits here until the
-                # first commits, and then reads the length the first one wrote.
-                connection.execute(
-                    "INSERT INTO agentcore_sessions (id, length, updated_at) VALUES (%s, 0, 0) "
-                    "ON CONFLICT (id) DO NOTHING",
-                    (id,),
-                )
-            row = connection.execute(
-                "SELECT length FROM agentcore_sessions WHERE id = %s FOR UPDATE", (id,)
-            ).fetchone()
-            stored = row[0] if row else 0
+                try:
+                    written = connection.execute(_CLAIM_AND_INSERT[expected_length == 0], params).rowcount
+                except self._psycopg.errors.UniqueViolation:
+                    written = 0
+                if written == len(texts):
+                    return expected_length + len(texts)
+            row = connection.execute("SELECT length FROM agentcore_sessions WHERE id = %s", (id,)).fetchone()
+            stored = int(row[0]) if row else 0
             if stored != expected_length:
                 raise conflict_error(id, expected_length, stored)
-            if not texts:
-                return int(stored)
-            with connection.cursor() as cursor:
-                cursor.executemany(
-                    "INSERT INTO agentcore_entries (session, idx, entry) VALUES (%s, %s, %s)",
-                    [(id, stored + offset, text) for offset, text in enumerate(texts)],
-                )
-            length = stored + len(texts)
-            connection.execute(
-                f"UPDATE agentcore_sessions SET length = %s, updated_at = {_NOW} WHERE id = %s",
-                (length, id),
-            )
-            return int(length)
+            return stored
 
     def sessions(self) -> list[dict[str, Any]]:
         """Every stored session, the most recently updated first."""
