@@ -81,7 +81,12 @@ def serve() -> None:
     with ModelServer(default=model_reply) as server:
         print(server.base_url, flush=True)
         stop = threading.Event()
-        threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+
+        def wait_for_eof() -> None:
+            sys.stdin.read()
+            stop.set()
+
+        threading.Thread(target=wait_for_eof, daemon=True).start()
         # The server records every request; drop the records, a soak would otherwise grow here.
         while not stop.wait(1.0):
             del server.requests[:], server.log[:]
@@ -115,15 +120,18 @@ class Snapshot:
 
     rss_mb: float
     fds: dict[str, str]
+    keepalive: set[str]
     threads: int
     thread_names: list[str]
     children: list[str]
 
     @classmethod
-    def take(cls, exclude: int) -> Snapshot:
+    def take(cls, server: subprocess.Popen[str], port: int) -> Snapshot:
         gc.collect()
+        fds = open_fds()
         names = [thread.name for thread in threading.enumerate()]
-        return cls(rss_mb(), open_fds(), os_threads(), names, descendants(os.getpid(), exclude))
+        children = descendants(os.getpid(), server.pid)
+        return cls(rss_mb(), fds, sockets_to(port, fds), os_threads(), names, children)
 
 
 def rss_mb() -> float:
@@ -139,6 +147,22 @@ def open_fds() -> dict[str, str]:
         except OSError:
             continue  # the fd listdir itself used, now closed
     return found
+
+
+def sockets_to(port: int, fds: dict[str, str]) -> set[str]:
+    """The fds that are TCP connections to `port` on this machine (HTTP keep-alive to the server)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as rows:
+                next(rows)
+                for row in rows:
+                    columns = row.split()
+                    if int(columns[2].rsplit(":", 1)[1], 16) == port:
+                        inodes.add(f"socket:[{columns[9]}]")
+        except OSError:
+            continue
+    return {fd for fd, target in fds.items() if target in inodes}
 
 
 def os_threads() -> int:
@@ -320,14 +344,17 @@ def report(args: argparse.Namespace, tally: Tally, elapsed_s: float, start: Snap
     print(f"{'rss MB':14}{start.rss_mb:>10.1f}{end.rss_mb:>10.1f}{end.rss_mb - start.rss_mb:>+10.1f}")
     for label, before, after in (
         ("open fds", len(start.fds), len(end.fds)),
+        ("  keep-alive", len(start.keepalive), len(end.keepalive)),
         ("threads", start.threads, end.threads),
         ("child procs", len(start.children), len(end.children)),
     ):
         print(f"{label:14}{before:>10}{after:>10}{after - before:>+10}")
     # Name what grew, so a leak can be chased without rerunning.
-    new_fds = sorted({target for fd, target in end.fds.items() if start.fds.get(fd) != target})
+    new_fds = sorted(
+        target for fd, target in end.fds.items() if start.fds.get(fd) != target and fd not in end.keepalive
+    )
     for what, items in (
-        ("new fds", new_fds),
+        ("new fds (other than keep-alive)", new_fds),
         ("new threads", sorted(set(end.thread_names) - set(start.thread_names))),
         ("child procs at end", end.children),
     ):
@@ -358,7 +385,8 @@ def report_soak(
         first, last = ends[0], ends[-1]
         print(
             f"between waves after warm-up ({len(ends)} waves), first -> last: "
-            f"rss {first.rss_mb:.1f} -> {last.rss_mb:.1f} MB, fds {len(first.fds)} -> {len(last.fds)}, "
+            f"rss {first.rss_mb:.1f} -> {last.rss_mb:.1f} MB, fds {len(first.fds)} -> {len(last.fds)} "
+            f"(keep-alive {len(first.keepalive)} -> {len(last.keepalive)}), "
             f"threads {first.threads} -> {last.threads}, "
             f"child procs {len(first.children)} -> {len(last.children)}"
         )
@@ -378,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
         serve()
         return 0
     server, base_url = start_server()
+    port = int(base_url.rsplit(":", 1)[1].split("/")[0])
     store = None
     try:
         with tempfile.TemporaryDirectory(prefix="agentcore-stress-") as folder:
@@ -390,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
             # Warm up: the first send loads requests, jsonschema and the protocols, and starts
             # the shared pools; none of that is growth.
             run_session("warm-up", 1, base_url, tools, Tally(), store, True)
-            start = Snapshot.take(exclude=server.pid)
+            start = Snapshot.take(server, port)
             tally, samples = Tally(), [(0.0, start.rss_mb)]
             began = time.monotonic()
             stop_sampling = threading.Event()
@@ -404,14 +433,14 @@ def main(argv: list[str] | None = None) -> int:
                 wave += 1
                 if args.duration is None or time.monotonic() - began >= args.duration:
                     break
-                wave_ends.append((time.monotonic() - began, Snapshot.take(exclude=server.pid)))
+                wave_ends.append((time.monotonic() - began, Snapshot.take(server, port)))
             elapsed = time.monotonic() - began
             stop_sampling.set()
             sampler.join()
             if store is not None:
                 check_stored(args, store, tally)
                 store.close()
-            end = Snapshot.take(exclude=server.pid)
+            end = Snapshot.take(server, port)
     finally:
         if server.stdin is not None:
             server.stdin.close()
