@@ -108,9 +108,9 @@ class Agent:
         self.tools: ToolSet = _initial_tools(tools)
         self._callbacks: dict[str, Callable[..., Any]] = _check_callbacks(callbacks)
         self.session = session
-        self.history: list[Message] = history if history is not None else []
         if session is not None:
-            self.history = session.load()
+            history = session.load()
+        self.history: list[Message] = history if history is not None else []
         self.id: str = id if id is not None else uuid.uuid4().hex
         self.running: Running | None = None
         self._lock = threading.Lock()

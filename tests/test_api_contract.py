@@ -1928,7 +1928,7 @@ def test_public_signatures() -> None:
     empty = inspect.Parameter.empty
     kw = inspect.Parameter.KEYWORD_ONLY
     init = _params(Agent.__init__)
-    assert [n for n in init if n != "self"] == ["config", "tools", "callbacks", "history", "id"]
+    assert [n for n in init if n != "self"] == ["config", "tools", "callbacks", "history", "id", "session"]
     assert all(default is None for n, (_, default) in init.items() if n != "self")
     send = _params(Agent.send)
     assert list(send)[1] == "input"

@@ -127,7 +127,9 @@ class PostgresStore(TextStore):
             try:
                 yield self._connect()
             except self._psycopg.Error as exc:
-                if self._connection is not None and self._connection.closed:
+                # A lost connection is opened again by the next call. This one still fails: an
+                # append whose commit may or may not have landed must not be replayed blindly.
+                if self._connection is not None and (self._connection.closed or self._connection.broken):
                     self._drop_connection()
                 raise AgentError(f"session store (PostgreSQL): {exc}", kind="unknown", cause=exc) from exc
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from store_workers import Spec, raw_texts
 
-from agentcore import Agent, AgentError, tool
+from agentcore import Agent, AgentError, ToolContext, tool
 from agentcore.history import open_calls
 from agentcore.testing import ModelServer
 
@@ -302,3 +302,70 @@ def test_reload_needs_a_session(server: ModelServer) -> None:
     with pytest.raises(AgentError) as caught:
         Agent(config={"base_url": server.base_url, "model": "m"}).reload()
     assert caught.value.kind == "request"
+
+
+def test_a_stopped_run_commits_the_interrupted_results(server: ModelServer, store: Any) -> None:
+    started, release = threading.Event(), threading.Event()
+
+    @tool
+    def wait_here(ctx: ToolContext) -> str:
+        """Block until released or cancelled."""
+        started.set()
+        ctx.cancel.wait(30)
+        release.wait(30)
+        return "late"
+
+    server.add({"tool_calls": [{"name": "wait_here", "arguments": {}}]})
+    agent = session_agent(server, store.session("stop"), tools=[wait_here])
+    errors: list[AgentError] = []
+
+    def send() -> None:
+        try:
+            agent.send("go")
+        except AgentError as error:
+            errors.append(error)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    assert started.wait(30)
+    assert agent.stop()
+    sender.join(30)
+    release.set()
+    assert [e.kind for e in errors] == ["aborted"]
+    stored = store.load("stop")
+    assert [m["role"] for m in stored] == ["user", "assistant", "tool"]
+    assert stored[2]["content"][0]["output"]["type"] == "error-text"
+    assert stored == agent.history
+
+
+def test_send_history_on_a_session_agent_must_extend_the_stored_entries(
+    server: ModelServer, store: Any
+) -> None:
+    server.add("one", "two")
+    agent = session_agent(server, store.session("h"))
+    agent.send("first")
+    with pytest.raises(AgentError) as caught:
+        agent.send("again", history=[user("a different past")])
+    assert caught.value.kind == "conflict" and len(store.load("h")) == 2
+    longer = [*agent.history, user("added in a copy")]
+    agent.send("second", history=longer)
+    assert agent.history is longer and store.load("h") == longer
+
+
+def test_postgres_store_reconnects_after_losing_its_connection(postgres_dsn: str) -> None:
+    import psycopg
+
+    from agentcore.store import PostgresStore
+
+    store = PostgresStore(postgres_dsn)
+    store.append("r", [user("before")], expected_length=0)
+    pid = store._connection.info.backend_pid
+    with psycopg.connect(postgres_dsn, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    with pytest.raises(AgentError) as caught:
+        store.load("r")
+    assert caught.value.kind == "unknown"
+    assert store.append("r", [user("after")], expected_length=1) == 2
+    assert store.load("r") == [user("before"), user("after")]
+    assert "dbname" not in repr(store)
+    store.close()
