@@ -5,8 +5,8 @@
     Agent(config, tools=demo.TOOLS)
     server.close()
 
-Any message gets a `word_count` tool call and then a streamed answer; a message mentioning a
-story gets a long, slow reply, to try Ctrl-C on. No key and no network: it is all on 127.0.0.1.
+Any message gets a `word_count` tool call and then a streamed answer; a message asking for a
+story (or anything long or slow) gets a long, slow reply, to try Ctrl-C on. No key and no network: it is all on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ STORY = (
 )
 _STREAM = {"chunk_size": 4, "chunk_delay": 0.02}
 _SLOW_STREAM = {"chunk_size": 3, "chunk_delay": 0.06}
+_SLOW_WORDS = ("story", "long", "slow")
 
 
 @tool
@@ -68,7 +69,7 @@ def reply(recorded: Recorded) -> dict[str, Any]:
         # A request that only asks "go on" (agentcore run keeps going until the model stops
         # calling tools): repeat the answer already given.
         return {"text": _last_answer(messages), **_STREAM}
-    if "story" in text.lower():
+    if any(word in text.lower() for word in _SLOW_WORDS):
         return {"text": STORY, **_SLOW_STREAM}
     return {"text": "Let me count.", "tool_calls": [{"name": "word_count", "arguments": {"text": text}}]}
 
