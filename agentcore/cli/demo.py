@@ -6,7 +6,8 @@
     server.close()
 
 Any message gets a `word_count` tool call and then a streamed answer; a message asking for a
-story (or anything long or slow) gets a long, slow reply, to try Ctrl-C on. No key and no network: it is all on 127.0.0.1.
+story (or anything long or slow) gets a long, slow reply, to try Ctrl-C on. No key and no
+network: it is all on 127.0.0.1.
 """
 
 from __future__ import annotations
