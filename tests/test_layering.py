@@ -37,6 +37,8 @@ RANKS = [
     ("loop",),
     ("agent", "aio", "subagent"),
     ("__init__", "testing", "telemetry"),
+    # The application: prints, reads the terminal; nothing in the library imports it.
+    ("cli", "__main__"),
 ]
 
 
