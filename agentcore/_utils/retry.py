@@ -118,10 +118,19 @@ def call(
             if policy.max_elapsed is not None and now() - started + wait > policy.max_elapsed:
                 raise
             retries += 1
+            _log_retry(error, retries, wait)
             if on_retry is not None:
                 on_retry({"attempt": retries, "error": error, "delay": wait})
             if _wait(wait, cancel, sleep):
                 raise AgentError("the request was cancelled", kind="aborted", cause=error) from error
+
+
+def _log_retry(error: AgentError, attempt: int, wait: float) -> None:
+    # Never silent (API.md §Logging): a misconfigured agent shows up in the log at once.
+    # `error.message` is already redacted of configured keys.
+    status = f", status {error.status}" if error.status is not None else ""
+    text = "request failed (%s%s); retry %d in %.3g s: %s"
+    log.warning(text, error.kind, status, attempt, wait, error.message)
 
 
 def _wait(seconds: float, cancel: Signal | None, sleep: Callable[[float], bool] | None) -> bool:
