@@ -32,6 +32,8 @@ INSTALL_HINT = "pip install 'agentcore[mcp]'"
 # threading.Event, which cannot be waited on together with the call's future).
 _CANCEL_POLL_S = 0.02
 _CLOSE_GRACE_S = 10.0
+# mcp 1.x over HTTP: how often a ping checks the server while calls wait (see _probe_loop).
+_PROBE_S = 1.0
 
 Transport = Callable[[contextlib.AsyncExitStack], Any]
 
@@ -76,7 +78,7 @@ def connect(
             raise AgentError("mcp.connect(): env= is for command= servers", kind="config")
         label = url
         transport = _http(url, dict(headers) if headers else None)
-    return MCPTools(sdk, transport, label, float(timeout))
+    return MCPTools(sdk, transport, label, float(timeout), probe=url is not None)
 
 
 class MCPTools:
@@ -87,7 +89,9 @@ class MCPTools:
         tools: the ToolSet of the server's tools (listed once, at connect).
     """
 
-    def __init__(self, sdk: Any, transport: Transport, label: str, timeout: float) -> None:
+    def __init__(
+        self, sdk: Any, transport: Transport, label: str, timeout: float, *, probe: bool = False
+    ) -> None:
         self.name = label
         self.timeout = timeout
         self.tools = ToolSet()
@@ -95,6 +99,9 @@ class MCPTools:
         self._transport = transport
         self._session: Any = None
         self._legacy_ids = False
+        self._pending: set[asyncio.Future[BaseException]] = set()
+        self._probe_http = probe
+        self._probe: asyncio.Future[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._main: asyncio.Task[None] | None = None
@@ -170,12 +177,14 @@ class MCPTools:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await self._transport(stack)
-                session = await stack.enter_async_context(self._sdk.ClientSession(read, write))
+                client = self._sdk.ClientSession(read, write, message_handler=self._on_message)
+                session = await stack.enter_async_context(client)
                 info = _wire(await session.initialize())
                 self.name = (info.get("serverInfo") or {}).get("name") or self.name
                 self._session = session
-                # The 1.x client numbers requests itself and never announces a cancelled call;
-                # 2.x has a dispatcher that sends `notifications/cancelled` on its own.
+                # The 1.x client numbers requests itself, never announces a cancelled call, and
+                # leaves a call waiting when its HTTP request fails; 2.x has a dispatcher that
+                # sends `notifications/cancelled` and fails the call on its own.
                 self._legacy_ids = not hasattr(session, "_dispatcher") and hasattr(session, "_request_id")
                 self.tools = adopt([self._tool(spec) for spec in await self._list_tools(session)])
                 self._ready.set()
@@ -246,24 +255,61 @@ class MCPTools:
         return _error(f"MCP server {self.name!r} {what}")
 
     async def _call_async(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        session = self._session
-        # 1.x: the id this request will get is read before call_tool's first await takes it.
-        request_id = session._request_id if self._legacy_ids else None
+        ids: list[Any] = []
         closed = asyncio.ensure_future(self._closed_wait())
-        call = asyncio.ensure_future(session.call_tool(name, arguments))
+        call = asyncio.ensure_future(self._numbered_call(name, arguments, ids))
+        broken: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
+        self._pending.add(broken)
+        self._start_probe()
         try:
-            await asyncio.wait({call, closed}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({call, closed, broken}, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
             call.cancel()
-            if request_id is not None:
-                asyncio.get_running_loop().create_task(self._send_cancelled(request_id))
+            if ids and ids[0] is not None:
+                asyncio.get_running_loop().create_task(self._send_cancelled(ids[0]))
             raise
         finally:
             closed.cancel()
+            self._pending.discard(broken)
         if not call.done():
             call.cancel()
-            raise ConnectionError(self._dead or "the connection ended")
+            why = _describe(broken.result()) if broken.done() else self._dead
+            raise ConnectionError(why or "the connection ended")
         return _wire(call.result())
+
+    async def _on_message(self, message: Any) -> None:
+        """The session's message handler: a transport error (1.x: a failed HTTP call) ends pending calls."""
+        if isinstance(message, Exception) and self._legacy_ids:
+            self._fail_pending(message)
+
+    def _fail_pending(self, error: BaseException) -> None:
+        for waiter in list(self._pending):
+            if not waiter.done():
+                waiter.set_result(error)
+
+    def _start_probe(self) -> None:
+        if self._legacy_ids and self._probe_http and (self._probe is None or self._probe.done()):
+            self._probe = asyncio.ensure_future(self._probe_loop())
+
+    async def _probe_loop(self) -> None:
+        """mcp 1.x over HTTP drops a response stream that breaks (the server died) without failing
+        the call, so while calls wait, a ping asks whether the server is still there."""
+        while self._pending:
+            await asyncio.sleep(_PROBE_S)
+            if not self._pending:
+                return
+            try:
+                await asyncio.wait_for(self._session.send_ping(), self.timeout)
+            except Exception as exc:  # unreachable, or too slow to answer a ping: it is gone
+                self._fail_pending(exc)
+                return
+
+    async def _numbered_call(self, name: str, arguments: dict[str, Any], ids: list[Any]) -> Any:
+        session = self._session
+        # 1.x numbers requests with a counter that call_tool takes before its first await, so
+        # reading it here, in the same step, gives this call's id (needed to cancel it).
+        ids.append(session._request_id if self._legacy_ids else None)
+        return await session.call_tool(name, arguments)
 
     async def _closed_wait(self) -> None:
         """Ends when the session ends (close() or a dead server), so no call waits forever."""
