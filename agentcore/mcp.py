@@ -108,6 +108,7 @@ class MCPTools:
         self._ready = threading.Event()
         self._failure: BaseException | None = None
         self._dead: str | None = None
+        self._abandoned = False  # connect() gave up: a session still starting must not go on
         self._thread = threading.Thread(target=self._serve, name=f"agentcore-mcp {label}"[:60], daemon=True)
         self._thread.start()
         self._await_ready()
@@ -141,6 +142,7 @@ class MCPTools:
 
     def _await_ready(self) -> None:
         if not self._ready.wait(self.timeout):
+            self._abandoned = True
             self._cancel_main()
             self._thread.join(_CLOSE_GRACE_S)
             raise AgentError(
@@ -174,6 +176,8 @@ class MCPTools:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         self._main = asyncio.current_task()
+        if self._abandoned:
+            return
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await self._transport(stack)

@@ -114,7 +114,7 @@ class Skills:
             "input_schema": {
                 "type": "object",
                 "properties": {
-                    "name": {"type": "string", "enum": self.names, "description": "the skill's name"},
+                    "name": {"type": "string", "description": "the skill's name", **self._enum()},
                     "file": {"type": ["string", "null"], "description": "a file of the skill's folder"},
                 },
                 "required": ["name"],
@@ -123,11 +123,15 @@ class Skills:
             "execute": self._run_tool,
         }
 
+    def _enum(self) -> dict[str, Any]:
+        return {"enum": self.names} if self._skills else {}  # an empty enum would be an invalid schema
+
     def _run_tool(self, input: dict[str, Any]) -> str:
         name = input.get("name")
         skill = self._skills.get(name) if isinstance(name, str) else None
         if skill is None:
-            raise AgentError(f"no skill named {name!r}; the skills are {', '.join(self.names)}", kind="tool")
+            known = ", ".join(self.names) or "(none)"
+            raise AgentError(f"no skill named {name!r}; the skills are: {known}", kind="tool")
         file = input.get("file")
         return skill.body if file in (None, "") else skill.read(str(file))
 

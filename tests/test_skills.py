@@ -123,6 +123,9 @@ def test_system_lists_names_and_descriptions_only() -> None:
     assert "Read `templates/conventional.txt`" not in listing  # bodies stay out of the prompt
     assert "`skill` tool" in listing
     assert skills.load().system() == ""
+    empty = tools.load([skills.load().tool()])
+    unknown = tools.execute("skill", {"name": "x"}, empty)
+    assert "no skill named 'x'; the skills are: (none)" in unknown["error"]
 
 
 def test_the_tool_returns_a_body_or_a_file_of_the_folder() -> None:
