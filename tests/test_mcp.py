@@ -21,7 +21,7 @@ pytest.importorskip("mcp")
 from agentcore import AgentError, mcp, tools
 from agentcore.testing import ModelServer
 
-SERVER = Path(__file__).parent / "mcp" / "server.py"
+SERVER = Path(__file__).parent / "mcp_server_files" / "server.py"
 NAME = "test-server"
 WAIT_S = 60.0  # upper bound for things that happen "soon" on a busy machine; never a sync point
 
