@@ -32,12 +32,14 @@ __version__ = "0.1.0"
 
 
 _LAZY = ("compact", "context", "history", "llm", "output", "store", "text_tools")
+# Integrations: `agentcore.skills`, and `agentcore.mcp` (whose SDK, an extra, loads only on connect()).
+_INTEGRATIONS = ("mcp", "skills")
 
 
 def __getattr__(name: str) -> object:
     # The namespaces load on first use (the loop loads them on the first send anyway), so that
     # `import agentcore` stays cheap.
-    if name in _LAZY:
+    if name in _LAZY or name in _INTEGRATIONS:
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")

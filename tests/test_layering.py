@@ -37,6 +37,7 @@ RANKS = [
     ("loop",),
     ("agent", "aio", "subagent"),
     ("__init__", "testing", "telemetry"),
+    ("mcp", "skills"),  # integrations: built on the core, never imported by it
     # The application: prints, reads the terminal; nothing in the library imports it.
     ("cli", "__main__"),
 ]
@@ -129,3 +130,24 @@ def test_the_tool_worker_imports_the_standard_library_only() -> None:
     for target, internal, line in imports("tools.worker", worker):
         assert not internal, f"tools/worker.py:{line} imports {target} from the package"
         assert target.split(".")[0] in stdlib, f"tools/worker.py:{line} imports {target}"
+
+
+# The agent's own process stays free of asyncio (API.md §Async callers): only the async API, the
+# MCP client (its SDK is asyncio-only) and the tool worker (another process; runs async tools).
+ASYNCIO_ALLOWED = ("aio", "mcp", "tools.worker")
+
+
+def test_asyncio_only_in_the_async_modules() -> None:
+    for module, path in modules():
+        for target, internal, line in imports(module, path):
+            if not internal and target.split(".")[0] == "asyncio":
+                assert module in ASYNCIO_ALLOWED, f"{module}:{line} imports asyncio"
+
+
+def test_nothing_in_the_core_imports_an_integration() -> None:
+    integrations = ("mcp", "skills")
+    for module, path in modules():
+        if module in integrations:
+            continue
+        for target, internal, line in imports(module, path):
+            assert not (internal and target in integrations), f"{module}:{line} imports {target}"

@@ -68,8 +68,9 @@ def adopt(obj: Any) -> ToolSet:
 
     Args:
         obj: a tool (dict, `@tool` function, MCP-style object with `.call(arguments)`),
-            a list/tuple of tools, a `{name: tool}` record (the key names a tool that has
-            no name of its own), a ToolSet (returned as is) or None (empty set).
+            a list/tuple of tools, an object with `as_toolset()` (`agentcore.mcp.MCPTools`),
+            a `{name: tool}` record (the key names a tool that has no name of its own),
+            a ToolSet (returned as is) or None (empty set).
 
     Raises:
         AgentError: kind "config", naming the tool and what is wrong with it.
@@ -78,6 +79,9 @@ def adopt(obj: Any) -> ToolSet:
         return ToolSet()
     if isinstance(obj, ToolSet):
         return obj
+    as_toolset = getattr(obj, "as_toolset", None)
+    if callable(as_toolset):  # a live source of tools, such as an MCP connection
+        return adopt(as_toolset())
     if isinstance(obj, str | os.PathLike):
         raise AgentError(f"adopt() takes tool objects; a folder ({obj!s}) goes to load()", kind="config")
     if isinstance(obj, list | tuple):
