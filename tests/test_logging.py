@@ -97,8 +97,10 @@ def test_a_full_run_prints_nothing_and_never_logs_the_key(
     assert levels.count(logging.WARNING) >= 3  # the retries and the swallowed callback errors
     assert any("the UI callback broke" in text for text in captured.texts)
     retries = [text for text in captured.texts if "retry" in text]
-    assert any("(server, status 500); retry 1 in" in text and "rejected key ***" in text for text in retries)
-    assert any("(limit, status 429); retry 2 in" in text for text in retries)
+    assert any(
+        "kind=server, status=500); retry 1 in" in text and "rejected key ***" in text for text in retries
+    )
+    assert any("kind=limit, status=429); retry 2 in" in text for text in retries)
     leaked = [text for text in captured.texts if KEY in text]
     assert not leaked, leaked
     assert all(KEY not in repr(r.args) for r in captured.records)
