@@ -11,13 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FAST_RETRY, MODEL
 
 import agentcore
 from agentcore import Agent, AgentError, Usage
 from agentcore.testing import ModelServer
 from agentcore.testing.script import Recorded
 from agentcore.usage import total
+
+MODEL = "test-model"  # as conftest's agents; importing conftest is ambiguous beside tests/*/conftest.py
+FAST_RETRY = {"retry_base_delay": 0.01, "retry_max_delay": 0.05}
 
 
 def _agent(

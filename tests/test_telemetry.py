@@ -15,7 +15,6 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
-from conftest import FAST_RETRY, MODEL
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -24,6 +23,9 @@ from opentelemetry.trace import StatusCode
 import agentcore
 from agentcore import Agent, AgentError, telemetry, tool
 from agentcore.testing import ModelServer
+
+MODEL = "test-model"  # as conftest's agents; importing conftest is ambiguous beside tests/*/conftest.py
+FAST_RETRY = {"retry_base_delay": 0.01, "retry_max_delay": 0.05}
 
 KEY = "sk-telemetry-secret-123456"
 
