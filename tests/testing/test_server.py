@@ -219,6 +219,7 @@ def test_error_status_body_and_retry_after_header() -> None:
 def test_error_is_json_even_for_a_stream_request() -> None:
     with ModelServer([{"status": 500, "error": "down"}]) as server:
         response = stream(server)
+        assert response.content  # read before the server closes: a late read races its shutdown
     assert response.status_code == 500 and response.json()["error"]["message"] == "down"
 
 
@@ -253,6 +254,7 @@ def test_raw_body_replays_a_recorded_stream() -> None:
     recorded = fixture["response"]["body"]
     with ModelServer([{"body": recorded}]) as server:
         response = stream(server)
+        assert response.content  # read before the server closes: a late read races its shutdown
     assert response.headers["Content-Type"].startswith("text/event-stream")
     assert response.text == recorded
 
