@@ -11,6 +11,7 @@ request costs milliseconds.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,6 +21,9 @@ import pytest
 
 from agentcore import Agent
 from agentcore.testing import ModelServer
+
+# A skip whose reason starts with this is a case the wire cannot carry, not a missing component.
+NOT_APPLICABLE = "not applicable: "
 
 MODEL = "test-model"
 FAST_RETRY = {"retry_base_delay": 0.01, "retry_max_delay": 0.05}
@@ -91,3 +95,40 @@ def no_thread_leak() -> Iterator[None]:
         time.sleep(0.01)
         leftovers = _leftover_threads(before)
     assert not leftovers, f"threads left running: {[t.name for t in leftovers]}"
+
+
+# ---------------------------------------------------------------- CI: a missing component fails
+
+
+def _ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def _skip_reason(report: Any) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2])
+    return str(longrepr)
+
+
+def _fail_skip_under_ci(report: Any) -> None:
+    """Under CI=true a skipped test or module is a failure, unless the case does not apply at all."""
+    if not (_ci() and report.skipped) or hasattr(report, "wasxfail"):
+        return
+    reason = _skip_reason(report)
+    if NOT_APPLICABLE in reason:
+        return
+    report.outcome = "failed"
+    report.longrepr = f"skipped under CI=true, where a missing component is a failure: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    _fail_skip_under_ci(outcome.get_result())  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    outcome = yield
+    _fail_skip_under_ci(outcome.get_result())  # type: ignore[attr-defined]

@@ -2092,7 +2092,7 @@ def test_keyboard_interrupt_closes_history_and_reraises(srv: ModelServer, agents
     import signal
 
     if threading.current_thread() is not threading.main_thread():
-        pytest.skip("signals reach the main thread only")
+        pytest.skip("not applicable: signals reach the main thread only")
     release = threading.Event()
     started = threading.Event()
 

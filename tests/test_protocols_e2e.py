@@ -506,9 +506,11 @@ def test_unparsable_arguments_get_an_invalid_call_result_quoting_them(
     protocol: str, stream: bool, server: ModelServer, make_agent: MakeAgent
 ) -> None:
     if protocol == "gemini":
-        pytest.skip("Gemini's functionCall.args is always a JSON object: unparsable text cannot arrive")
+        pytest.skip("not applicable: Gemini's functionCall.args is always a JSON object: no unparsable text")
     if protocol == "anthropic" and not stream:
-        pytest.skip("a whole Anthropic tool_use carries `input` as an object; only a stream carries text")
+        pytest.skip(
+            "not applicable: a whole Anthropic tool_use carries `input` as an object (streams carry text)"
+        )
     results: list[dict[str, Any]] = []
     server.add({"tool_calls": [call("add", '{"a": 1, "b": ')]}, "ok")
     agent = make_agent(
