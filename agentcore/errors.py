@@ -8,7 +8,7 @@ never in status codes or `requests` exceptions.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 Kind = Literal[
     "aborted",
@@ -23,19 +23,7 @@ Kind = Literal[
     "tool",
     "conflict",
 ]
-KINDS: tuple[str, ...] = (
-    "aborted",
-    "auth",
-    "limit",
-    "timeout",
-    "server",
-    "network",
-    "request",
-    "unknown",
-    "config",
-    "tool",
-    "conflict",
-)
+KINDS: tuple[str, ...] = get_args(Kind)
 
 # Never retried whatever the filter says (API.md §Retries): a retry cannot fix them.
 _NEVER_RETRYABLE = frozenset({"aborted", "config", "tool", "conflict"})
