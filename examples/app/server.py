@@ -33,10 +33,12 @@ from agentcore.testing import ModelServer, Recorded
 
 PAGE = Path(__file__).with_name("index.html")
 MAX_MESSAGE_BYTES = 1024 * 1024  # a bigger message is refused (413) before anything is written
-HEARTBEAT_S = 15.0  # keeps proxies and browsers from closing an idle event stream
+HEARTBEAT_S = 15.0  # default --heartbeat: keeps proxies and browsers from closing an idle event stream
 EVENT_LOG_LIMIT = 20_000  # events kept per session for Last-Event-ID replay (oldest dropped first)
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{16,128}")
-RESTART_TEXT = "The tool call was interrupted: the server restarted before it finished; its result is unknown."
+RESTART_TEXT = (
+    "The tool call was interrupted: the server restarted before it finished; its result is unknown."
+)
 
 # Production settings (agentcore's defaults are "no limit"; a service must choose), one reason each.
 PRODUCTION_CONFIG: dict[str, Any] = {
@@ -263,9 +265,8 @@ class Live:
         with self.cond:
             self.approvals[call_id] = pending
         common = {"tool_call_id": call_id, "run_id": self.run_id, "agent_id": self.agent.id}
-        self.publish(
-            {"type": "approval_request", **common, "tool_name": request["tool_name"], "input": request["input"]}
-        )
+        asked = {"tool_name": request["tool_name"], "input": request["input"]}
+        self.publish({"type": "approval_request", **common, **asked})
         cancel: threading.Event = request["cancel"]
         while not pending["answered"].wait(0.2):
             if cancel.is_set() or self.hub.closing:
@@ -311,9 +312,8 @@ class TurnStats:
             self.tool_starts[event["tool_call_id"]] = now
         elif kind == "tool_execution_end":
             started = self.tool_starts.pop(event["tool_call_id"], now)
-            self.tools.append(
-                {"tool_call_id": event["tool_call_id"], "tool_name": event["tool_name"], "ms": _ms(now - started)}
-            )
+            call = {"tool_call_id": event["tool_call_id"], "tool_name": event["tool_name"]}
+            self.tools.append({**call, "ms": _ms(now - started)})
         elif kind == "turn_end":
             return self._finish(event, now)
         return None
@@ -330,7 +330,8 @@ class TurnStats:
             "output_tokens": usage.get("output_tokens", 0),
         }
         log(line)
-        return {"type": "turn_stats", "run_id": event["run_id"], "agent_id": event["agent_id"], **line, "tools": self.tools}
+        ids = {"run_id": event["run_id"], "agent_id": event["agent_id"]}
+        return {"type": "turn_stats", **ids, **line, "tools": self.tools}
 
 
 def _ms(seconds: float) -> int:
@@ -349,7 +350,8 @@ class Hub:
         self.config = config
         self.lock = threading.Lock()
         self.live: dict[str, Live] = {}
-        self.created: dict[str, float] = {}  # new sessions with no entry yet (the store lists only written ones)
+        # New sessions with no entry yet: the store lists only sessions that were written to.
+        self.created: dict[str, float] = {}
         self.closing = False
 
     def create(self) -> str:
@@ -527,7 +529,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(b": connected\n\n")
         self.wfile.flush()
         while not self.server.hub.closing:
-            batch = live.events_after(last_id, HEARTBEAT_S)
+            batch = live.events_after(last_id, self.server.heartbeat)
             if not batch:
                 self.wfile.write(b": heartbeat\n\n")
             for number, data in batch:
@@ -569,10 +571,11 @@ class Handler(BaseHTTPRequestHandler):
 class AppServer(ThreadingHTTPServer):
     daemon_threads = True  # an open event stream must not keep the process alive at shutdown
 
-    def __init__(self, address: tuple[str, int], hub: Hub, token: str | None) -> None:
+    def __init__(self, address: tuple[str, int], hub: Hub, token: str | None, heartbeat: float) -> None:
         super().__init__(address, Handler)
         self.hub = hub
         self.token = token
+        self.heartbeat = heartbeat
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -581,7 +584,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     parser.add_argument("--db", default="chats.db", help="SQLite file holding the sessions")
     parser.add_argument("--token", default=None, help="require Authorization: Bearer TOKEN on /api/")
-    parser.add_argument("--protocol", default=None, help="protocol of the real endpoint (chat, responses, ...)")
+    parser.add_argument("--heartbeat", type=float, default=HEARTBEAT_S, help="seconds between SSE heartbeats")
+    parser.add_argument("--protocol", default=None, help="the real endpoint's protocol")
     args = parser.parse_args(argv)
     with ExitStack() as stack:
         config = {**model_config(stack, args.protocol), **production_config()}
@@ -590,7 +594,7 @@ def main(argv: list[str] | None = None) -> None:
         hub = Hub(store, config)
         hub.close_open_calls()
         stack.callback(hub.close)
-        server = AppServer((args.host, args.port), hub, args.token)
+        server = AppServer((args.host, args.port), hub, args.token, args.heartbeat)
         stack.callback(server.server_close)
         host, port = server.server_address[:2]
         print(f"serving on http://{host}:{port}/", flush=True)
