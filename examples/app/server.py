@@ -330,7 +330,13 @@ class TurnStats:
             "output_tokens": usage.get("output_tokens", 0),
         }
         log(line)
-        ids = {"run_id": event["run_id"], "agent_id": event["agent_id"]}
+        # message_id names the turn's reply, so that a page that drew this turn from history
+        # (opened while the turn was being written) replaces its line instead of adding one.
+        ids = {
+            "run_id": event["run_id"],
+            "agent_id": event["agent_id"],
+            "message_id": event["message"].get("id"),
+        }
         return {"type": "turn_stats", **ids, **line, "tools": self.tools}
 
 
