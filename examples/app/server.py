@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -173,7 +174,7 @@ class Live:
         self.mirror_event = 0  # the id of the event that appended mirror's last entry
         self.busy = False
         self.run_id: str | None = None
-        self.approvals: dict[str, dict[str, Any]] = {}
+        self.approvals: dict[str, Pending] = {}
         self.stats = TurnStats(self)
         self.agent = Agent(
             config=hub.config,
@@ -261,31 +262,40 @@ class Live:
         if request["tool_name"] not in NEEDS_APPROVAL:
             return True
         call_id = request["tool_call_id"]
-        pending = {"answered": threading.Event(), "allow": False}
+        pending = Pending()
         with self.cond:
             self.approvals[call_id] = pending
         common = {"tool_call_id": call_id, "run_id": self.run_id, "agent_id": self.agent.id}
         asked = {"tool_name": request["tool_name"], "input": request["input"]}
         self.publish({"type": "approval_request", **common, **asked})
         cancel: threading.Event = request["cancel"]
-        while not pending["answered"].wait(0.2):
+        while not pending.answered.wait(0.2):
             if cancel.is_set() or self.hub.closing:
                 break
         with self.cond:
             self.approvals.pop(call_id, None)
-        allow = bool(pending["allow"]) and pending["answered"].is_set()
-        how = "answered" if pending["answered"].is_set() else "cancelled"
+        answered = pending.answered.is_set()
+        allow = pending.allow and answered
+        how = "answered" if answered else "cancelled"
         self.publish({"type": "approval_result", **common, "allow": allow, "how": how})
         return allow
 
     def answer(self, call_id: str, allow: bool) -> bool:
         with self.cond:
             pending = self.approvals.get(call_id)
-            if pending is None or pending["answered"].is_set():
+            if pending is None or pending.answered.is_set():
                 return False
-            pending["allow"] = allow
-            pending["answered"].set()
+            pending.allow = allow
+            pending.answered.set()
             return True
+
+
+@dataclass
+class Pending:
+    """An approval waiting for a tab's answer."""
+
+    answered: threading.Event = field(default_factory=threading.Event)
+    allow: bool = False
 
 
 class TurnStats:
@@ -602,8 +612,7 @@ def main(argv: list[str] | None = None) -> None:
         stack.callback(hub.close)
         server = AppServer((args.host, args.port), hub, args.token, args.heartbeat)
         stack.callback(server.server_close)
-        host, port = server.server_address[:2]
-        print(f"serving on http://{host}:{port}/", flush=True)
+        print(f"serving on http://{args.host}:{server.server_address[1]}/", flush=True)
         try:
             server.serve_forever()
         except KeyboardInterrupt:
