@@ -17,6 +17,7 @@ import json
 import os
 import re
 import secrets
+import signal
 import sys
 import threading
 import time
@@ -612,6 +613,8 @@ def main(argv: list[str] | None = None) -> None:
         stack.callback(hub.close)
         server = AppServer((args.host, args.port), hub, args.token, args.heartbeat)
         stack.callback(server.server_close)
+        # SIGTERM (systemd, docker stop) unwinds like Ctrl-C: running calls are closed as interrupted.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         print(f"serving on http://{args.host}:{server.server_address[1]}/", flush=True)
         try:
             server.serve_forever()

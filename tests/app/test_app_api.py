@@ -204,3 +204,17 @@ def test_restart_keeps_sessions_and_a_pending_approval_becomes_interrupted(app: 
     # The conversation goes on from there.
     stream = run_to_end(second, session, "hello again")
     assert stream.events[-1][1]["reason"] == "no-tool"
+
+
+def test_sigterm_closes_a_running_call_as_interrupted_before_exiting(app: App, tmp_path: Path) -> None:
+    server = app()
+    session = server.new_session()
+    assert server.call("POST", f"/api/sessions/{session}/messages", {"text": "slow"})[0] == 202
+    app_sse.read(server.url, session, until=app_sse.has("tool_execution_update"))
+    server.stop()  # SIGTERM
+    assert server.process.returncode == 0
+    store = SQLiteStore(tmp_path / "chats.db")
+    history = store.load(session)
+    store.close()
+    assert [m["role"] for m in history] == ["user", "assistant", "tool"] and open_calls(history) == []
+    assert "restarted" not in history[-1]["content"][0]["output"]["value"]  # closed by the run itself
