@@ -18,6 +18,7 @@ import os
 import re
 import secrets
 import signal
+import sqlite3
 import sys
 import threading
 import time
@@ -35,6 +36,7 @@ from agentcore.testing import ModelServer, Recorded
 
 PAGE = Path(__file__).with_name("index.html")
 MAX_MESSAGE_BYTES = 1024 * 1024  # a bigger message is refused (413) before anything is written
+DISCARD_LIMIT = 16 * MAX_MESSAGE_BYTES  # an oversized body is read away up to this, never kept
 HEARTBEAT_S = 15.0  # default --heartbeat: keeps proxies and browsers from closing an idle event stream
 EVENT_LOG_LIMIT = 20_000  # events kept per session for Last-Event-ID replay (oldest dropped first)
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{16,128}")
@@ -359,29 +361,59 @@ def log(line: dict[str, Any]) -> None:
     print(json.dumps(line), file=sys.stderr, flush=True)
 
 
+class CreatedSessions:
+    """Ids handed out by POST /api/sessions, in a table of the same SQLite file.
+
+    The store lists only sessions that hold entries; this keeps a new, still empty session
+    across a restart too.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.lock = threading.Lock()
+        self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS app_sessions (id TEXT PRIMARY KEY, created_at REAL NOT NULL)"
+        )
+
+    def add(self, session_id: str) -> None:
+        with self.lock:
+            self.db.execute("INSERT INTO app_sessions VALUES (?, ?)", (session_id, time.time()))
+
+    def has(self, session_id: str) -> bool:
+        with self.lock:
+            row = self.db.execute("SELECT 1 FROM app_sessions WHERE id = ?", (session_id,)).fetchone()
+        return row is not None
+
+    def all(self) -> list[tuple[str, float]]:
+        with self.lock:
+            return [(str(i), float(t)) for i, t in self.db.execute("SELECT id, created_at FROM app_sessions")]
+
+    def close(self) -> None:
+        with self.lock:
+            self.db.close()
+
+
 class Hub:
     """Every session of this process; agents are made on first use and kept while the server runs."""
 
-    def __init__(self, store: SQLiteStore, config: dict[str, Any]) -> None:
+    def __init__(self, store: SQLiteStore, created: CreatedSessions, config: dict[str, Any]) -> None:
         self.store = store
+        self.created = created
         self.config = config
         self.lock = threading.Lock()
         self.live: dict[str, Live] = {}
-        # New sessions with no entry yet: the store lists only sessions that were written to.
-        self.created: dict[str, float] = {}
         self.closing = False
 
     def create(self) -> str:
         session_id = secrets.token_urlsafe(24)  # 192 random bits: unguessable, safe in a URL
-        with self.lock:
-            self.created[session_id] = time.time()
+        self.created.add(session_id)
         return session_id
 
     def exists(self, session_id: str) -> bool:
         with self.lock:
-            if session_id in self.live or session_id in self.created:
+            if session_id in self.live:
                 return True
-        return bool(self.store.load(session_id))
+        return self.created.has(session_id) or bool(self.store.load(session_id))
 
     def get(self, session_id: str) -> Live:
         with self.lock:
@@ -393,10 +425,7 @@ class Hub:
     def sessions(self) -> list[dict[str, Any]]:
         stored = self.store.sessions()
         known = {s["id"] for s in stored}
-        with self.lock:
-            fresh = [
-                {"id": i, "length": 0, "updated_at": t} for i, t in self.created.items() if i not in known
-            ]
+        fresh = [{"id": i, "length": 0, "updated_at": t} for i, t in self.created.all() if i not in known]
         return sorted(fresh + stored, key=lambda s: -float(s["updated_at"]))
 
     def close_open_calls(self) -> None:
@@ -505,7 +534,7 @@ class Handler(BaseHTTPRequestHandler):
         self._json(200, {"sessions": self.server.hub.sessions()})
 
     def create_session(self, _args: list[str]) -> None:
-        self._json(201, {"id": self.server.hub.create()})
+        self._json(200, {"id": self.server.hub.create()})
 
     def show_session(self, args: list[str]) -> None:
         self._json(200, self.server.hub.get(args[0]).snapshot())
@@ -561,8 +590,8 @@ class Handler(BaseHTTPRequestHandler):
             length = int(self.headers.get("Content-Length") or 0)
         except ValueError:
             raise ApiError(400, "bad Content-Length")
-        if length > MAX_MESSAGE_BYTES + 4096:  # refuse before reading: nothing is buffered or written
-            self.close_connection = True
+        if length > MAX_MESSAGE_BYTES + 4096:
+            self._discard(length)
             raise ApiError(413, "the request body is larger than 1 MB")
         try:
             body = json.loads(self.rfile.read(length) or b"{}")
@@ -571,6 +600,17 @@ class Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             raise ApiError(400, "the body must be a JSON object")
         return body
+
+    def _discard(self, length: int) -> None:
+        """Read an oversized body away without keeping it, so the client sees the 413 rather than a
+        reset connection; past DISCARD_LIMIT the connection is just closed."""
+        self.close_connection = True
+        left = min(length, DISCARD_LIMIT)
+        while left > 0:
+            chunk = self.rfile.read(min(left, 65536))
+            if not chunk:
+                return
+            left -= len(chunk)
 
     def _json(self, status: int, body: dict[str, Any]) -> None:
         self._send(status, json.dumps(body).encode(), "application/json")
@@ -608,7 +648,9 @@ def main(argv: list[str] | None = None) -> None:
         config = {**model_config(stack, args.protocol), **production_config()}
         store = SQLiteStore(args.db)
         stack.callback(store.close)
-        hub = Hub(store, config)
+        created = CreatedSessions(args.db)
+        stack.callback(created.close)
+        hub = Hub(store, created, config)
         hub.close_open_calls()
         stack.callback(hub.close)
         server = AppServer((args.host, args.port), hub, args.token, args.heartbeat)

@@ -33,6 +33,11 @@ def test_sessions_are_unguessable_listed_and_unknown_ones_are_404(app: App) -> N
     assert {first, second} <= {s["id"] for s in body["sessions"]}
     assert all({"id", "length", "updated_at"} <= s.keys() for s in body["sessions"])
     assert server.call("GET", f"/api/sessions/{first}")[1]["history"] == []
+    server.stop()
+    again = app(db=server.db)  # a new, still empty session survives a restart too
+    assert {first, second} <= {s["id"] for s in again.call("GET", "/api/sessions")[1]["sessions"]}
+    assert again.call("GET", f"/api/sessions/{first}")[0] == 200
+    server = again
     assert server.call("GET", "/api/sessions/" + "x" * 32)[0] == 404
     assert server.call("POST", "/api/sessions/" + "x" * 32 + "/messages", {"text": "hi"})[0] == 404
 
@@ -42,7 +47,7 @@ def test_a_message_over_1_mb_is_413_and_nothing_is_written(app: App, tmp_path: P
     session = server.new_session()
     status, _ = server.call("POST", f"/api/sessions/{session}/messages", {"text": "a" * (ONE_MB + 1)})
     assert status == 413
-    # A body far over the limit is refused from its Content-Length, before it is read.
+    # A body far over the limit is refused from its Content-Length, never parsed or kept.
     status, _ = server.call("POST", f"/api/sessions/{session}/messages", raw=b"x" * (2 * ONE_MB))
     assert status == 413
     assert server.history(session) == []
