@@ -176,6 +176,7 @@ class Live:
         self.mirror: list[dict[str, Any]] = hub.store.load(session_id)
         self.mirror_event = 0  # the id of the event that appended mirror's last entry
         self.busy = False
+        self.stopped = False  # the user pressed stop: what is still queued waits for their next message
         self.run_id: str | None = None
         self.approvals: dict[str, Pending] = {}
         self.stats = TurnStats(self)
@@ -224,7 +225,10 @@ class Live:
                 last_id = 0
             if self.counter <= last_id:
                 self.cond.wait_for(lambda: self.counter > last_id or self.hub.closing, timeout)
-            return [(n, data) for n, data in self.events if n > last_id]
+            if not self.events:
+                return []
+            start = max(0, last_id - self.events[0][0] + 1)  # ids are consecutive
+            return self.events[start:]
 
     # Runs ----------------------------------------------------------------------------------------
 
@@ -234,7 +238,7 @@ class Live:
             if self.busy:
                 self.agent.steer(text)
                 return "steered"
-            self.busy = True
+            self.busy, self.stopped = True, False
         threading.Thread(target=self._work, args=(text,), name=f"run-{self.id[:8]}", daemon=True).start()
         return "started"
 
@@ -245,8 +249,9 @@ class Live:
             except AgentError as error:  # announced to the page by agent_end's `error`
                 log({"session": self.id, "error": error.kind, "message": str(error)})
             with self.cond:
-                # A steer that arrived after the run's last delivery point is still queued: run it.
-                left = self.agent.clear_queues()["steer"]
+                # A steer that arrived after the run's last delivery point is still queued: run it
+                # (unless the run was stopped: then agentcore delivers it with the next message).
+                left = [] if self.stopped else self.agent.clear_queues()["steer"]
                 if not left:
                     self.busy = False
                     self.cond.notify_all()
@@ -256,6 +261,8 @@ class Live:
                 self.agent.steer(message)
 
     def stop(self) -> bool:
+        with self.cond:
+            self.stopped = True
         return self.agent.stop()
 
     # Approvals -----------------------------------------------------------------------------------

@@ -223,3 +223,21 @@ def test_sigterm_closes_a_running_call_as_interrupted_before_exiting(app: App, t
     store.close()
     assert [m["role"] for m in history] == ["user", "assistant", "tool"] and open_calls(history) == []
     assert "restarted" not in history[-1]["content"][0]["output"]["value"]  # closed by the run itself
+
+
+def test_a_steer_left_queued_by_stop_is_delivered_with_the_next_message(app: App) -> None:
+    server = app()
+    session = server.new_session()
+    base = f"/api/sessions/{session}"
+    assert server.call("POST", f"{base}/messages", {"text": "slow"})[0] == 202
+    app_sse.read(server.url, session, until=app_sse.has("tool_execution_update"))
+    assert server.call("POST", f"{base}/messages", {"text": "queued while the tool ran"})[1] == {
+        "status": "steered"
+    }
+    assert server.call("POST", f"{base}/stop", {}) == (200, {"stopped": True})
+    first = app_sse.read(server.url, session, until=app_sse.ended)
+    assert [m["role"] for m in server.history(session)] == ["user", "assistant", "tool"]  # not run after stop
+    assert server.call("POST", f"{base}/messages", {"text": "next"})[1] == {"status": "started"}
+    app_sse.read(server.url, session, until=app_sse.ended, last_event_id=first.events[-1][0])
+    users = [m["content"] for m in server.history(session) if m["role"] == "user"]
+    assert users == ["slow", "next", "queued while the tool ran"]
