@@ -4,8 +4,8 @@
 
 Standard library only (http.server). Without model settings it runs on agentcore's local model
 server with a scripted demo model that decides by keywords in your message: `slow` → a slow tool
-with progress, `delete` → a `delete_file` tool that needs your approval, anything else → a fast
-tool, then a streamed reply. Set OPENAI_BASE_URL, OPENAI_API_KEY and AGENTCORE_MODEL (and
+with progress, `delete` → a `delete_file` tool that needs your approval, `research` → a helper
+agent used as a tool, anything else → a fast tool; then a streamed reply. Set OPENAI_BASE_URL, OPENAI_API_KEY and AGENTCORE_MODEL (and
 --protocol) to talk to a real endpoint. The design is explained in examples/app/README.md.
 """
 
@@ -109,7 +109,13 @@ def delete_file(path: str) -> str:
     return f"deleted {path} (demo: nothing was touched)"
 
 
-TOOLS = [word_count, slow_task, delete_file]
+TOOLS: list[Any] = [word_count, slow_task, delete_file]
+
+
+def research_tool(config: dict[str, Any]) -> dict[str, Any]:
+    """A sub-agent as a tool: its events reach the page as `sub_agent` events inside the call."""
+    researcher = Agent(config={**config, "system": "You research a question in depth."}, tools=[word_count])
+    return researcher.as_tool("research", "Research a question in depth with a helper agent")
 
 
 # --- the scripted demo model ---------------------------------------------------------------------
@@ -127,6 +133,11 @@ def demo_model(recorded: Recorded) -> dict[str, Any]:
         )
         return {"text": reply, "chunk_size": 5, "chunk_delay": 0.03}
     lowered = user_text.lower()
+    offered = {t.get("function", {}).get("name") for t in (recorded.body or {}).get("tools") or []}
+    if "research" in lowered and "research" in offered:  # the helper agent has no research tool
+        return {
+            "tool_calls": [{"name": "research", "arguments": {"task": f"count the words of: {user_text}"}}]
+        }
     if "slow" in lowered:
         return {"tool_calls": [{"name": "slow_task", "arguments": {"seconds": 5.0}}]}
     if "delete" in lowered:
@@ -182,7 +193,7 @@ class Live:
         self.stats = TurnStats(self)
         self.agent = Agent(
             config=hub.config,
-            tools=TOOLS,
+            tools=[*TOOLS, hub.research],
             callbacks={"on_permission": self._ask_permission},
             session=hub.store.session(session_id),
         )
@@ -407,6 +418,7 @@ class Hub:
         self.store = store
         self.created = created
         self.config = config
+        self.research = research_tool(config)
         self.lock = threading.Lock()
         self.live: dict[str, Live] = {}
         self.closing = False

@@ -24,7 +24,9 @@ _START_TIMEOUT_S = 60.0
 class AppProcess:
     """`python examples/app/server.py` on a free port, with its stderr kept in a file."""
 
-    def __init__(self, db: Path, token: str | None, heartbeat: float | None, logs: Path) -> None:
+    def __init__(
+        self, db: Path, token: str | None, heartbeat: float | None, logs: Path, extra_env: dict[str, str]
+    ) -> None:
         self.db, self.token = db, token
         self.stderr_path = logs / f"stderr-{os.getpid()}-{id(self)}.log"
         args = [sys.executable, str(SERVER), "--port", "0", "--db", str(db)]
@@ -35,6 +37,7 @@ class AppProcess:
         model_settings = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "AGENTCORE_MODEL")
         env = {k: v for k, v in os.environ.items() if k not in model_settings}
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        env.update(extra_env)
         self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._stderr, env=env, cwd=ROOT)
         self.url = self._read_url()

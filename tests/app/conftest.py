@@ -31,8 +31,13 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 def app(tmp_path: Path) -> Iterator[Callable[..., AppProcess]]:
     started: list[AppProcess] = []
 
-    def start(db: Path | None = None, token: str | None = None, heartbeat: float | None = None) -> AppProcess:
-        process = AppProcess(db or tmp_path / "chats.db", token, heartbeat, tmp_path)
+    def start(
+        db: Path | None = None,
+        token: str | None = None,
+        heartbeat: float | None = None,
+        env: dict[str, str] | None = None,
+    ) -> AppProcess:
+        process = AppProcess(db or tmp_path / "chats.db", token, heartbeat, tmp_path, env or {})
         started.append(process)
         return process
 

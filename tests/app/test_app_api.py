@@ -12,6 +12,7 @@ from app_helpers import AppProcess
 
 from agentcore.history import open_calls
 from agentcore.store import SQLiteStore
+from agentcore.testing import ModelServer
 
 App = Callable[..., AppProcess]
 ONE_MB = 1024 * 1024
@@ -242,3 +243,31 @@ def test_a_steer_left_queued_by_stop_is_delivered_with_the_next_message(app: App
     app_sse.read(server.url, session, until=app_sse.ended, last_event_id=first.events[-1][0])
     users = [m["content"] for m in server.history(session) if m["role"] == "user"]
     assert users == ["slow", "next", "queued while the tool ran"]
+
+
+def test_a_sub_agent_call_streams_its_events_as_sub_agent_events(app: App) -> None:
+    server = app()
+    session = server.new_session()
+    stream = run_to_end(server, session, "research this please")
+    inner = [e for _, e in stream.events if e["type"] == "sub_agent"]
+    assert inner and all(e["tool_name"] == "research" and "type" in e["event"] for e in inner)
+    assert {"agent_start", "tool_execution_end", "agent_end"} <= {e["event"]["type"] for e in inner}
+    history = server.history(session)
+    assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"]
+    assert history[2]["content"][0]["tool_name"] == "research" and "sub_agent_usage" in history[2]
+
+
+def test_with_openai_settings_it_talks_to_that_endpoint(app: App) -> None:
+    script = [{"tool_calls": [{"name": "word_count", "arguments": {"text": "a b"}}]}, "the endpoint answered"]
+    with ModelServer(script) as endpoint:
+        env = {
+            "OPENAI_BASE_URL": endpoint.base_url,
+            "OPENAI_API_KEY": "key-123",
+            "AGENTCORE_MODEL": "real-model",
+        }
+        server = app(env=env)
+        session = server.new_session()
+        stream = run_to_end(server, session, "hello")
+        assert stream.events[-1][1]["text"] == "the endpoint answered"
+        assert [r["model"] for r in endpoint.requests] == ["real-model", "real-model"]
+        assert endpoint.log[0].headers["Authorization"] == "Bearer key-123"

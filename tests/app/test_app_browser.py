@@ -252,3 +252,13 @@ def test_the_new_session_button_makes_a_listed_session_the_page_then_uses(app: A
     send(browser, "hello")
     wait_for(browser, lambda d: len(turn_stats(d)) == 2)
     assert len(server.history(new)) == 4 and server.history(old) == []
+
+
+def test_a_sub_agent_call_shows_the_helper_agents_work_in_its_card(app: App, browser: Any) -> None:
+    server = app()
+    session = server.new_session()
+    open_page(browser, server, session)
+    send(browser, "research the weather")
+    wait_for(browser, lambda d: call_state(d, "research") == ["done"] and finished_reply(d, 1))
+    card = css(browser, "[data-tool-call-id] .tool-output")[0].text
+    assert "↳ word_count" in card and "Here is what I found" in card
