@@ -5,8 +5,8 @@
 Standard library only (http.server). Without model settings it runs on agentcore's local model
 server with a scripted demo model that decides by keywords in your message: `slow` → a slow tool
 with progress, `delete` → a `delete_file` tool that needs your approval, `research` → a helper
-agent used as a tool, anything else → a fast tool; then a streamed reply. Set OPENAI_BASE_URL, OPENAI_API_KEY and AGENTCORE_MODEL (and
---protocol) to talk to a real endpoint. The design is explained in examples/app/README.md.
+agent used as a tool, anything else → a fast tool; then a streamed reply. Set OPENAI_BASE_URL,
+OPENAI_API_KEY and AGENTCORE_MODEL (and --protocol) to talk to a real endpoint. The design is explained in examples/app/README.md.
 """
 
 from __future__ import annotations
