@@ -129,7 +129,7 @@ def demo_model(recorded: Recorded) -> dict[str, Any]:
     if last.get("role") == "tool":
         reply = (
             f"Here is what I found. You wrote: {user_text} — and the tool answered: {_text_of(last)}. "
-            "That is all for this turn; ask me something else, or type slow or delete to see more."
+            "That is all for this turn; ask me something else, or try slow, delete or research."
         )
         return {"text": reply, "chunk_size": 5, "chunk_delay": 0.03}
     lowered = user_text.lower()
