@@ -15,10 +15,10 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
+from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry import trace
 from opentelemetry.trace import StatusCode
 
 import agentcore
