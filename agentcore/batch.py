@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from ._utils.cancel import Signal, child
 from ._utils.threads import spawn
-from .events import Emitter, ToolScope, enter_scope, leave_scope
+from .events import Emitter, ToolScope, tool_scope
 from .hooks import HookFailed, Hooks
 from .protocols.base import ToolCall
 from .tools.execute import check_call, run_checked
@@ -182,8 +182,7 @@ class Batch:
         events.tool_start(call, input)
         # The scope tells a delegating tool (a sub-agent) which call it works for (subagent.py).
         scope = ToolScope(events, call, self.cancel)
-        token = enter_scope(scope)
-        try:
+        with tool_scope(scope):
             result = run_checked(
                 state.tools,
                 call,
@@ -193,8 +192,6 @@ class Batch:
                 agent_id=state.agent_id,
                 pool=state.pool,
             )
-        finally:
-            leave_scope(token)
         if scope.usage is not None:
             result = {**result, "sub_agent_usage": scope.usage.to_dict()}
         if result.get("interrupted"):

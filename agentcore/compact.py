@@ -25,6 +25,7 @@ from ._utils.retry import call as with_retries
 from .call_ids import paired
 from .context import HEAD_SHARE, HEAD_TURNS, TAIL_SHARE, excerpted_input, is_compact_turn, latest_summary
 from .errors import AgentError
+from .events import error_info
 from .history import render, turns
 from .protocols.base import DEFAULT_CAPABILITIES, LLMResult, Request
 from .usage import Usage
@@ -47,6 +48,9 @@ SUMMARY_INSTRUCTION = "\n".join(
 )
 log = logging.getLogger("agentcore")
 
+# `events.Emitter.note`: an internal point's type and keys.
+Observe = Callable[[str, dict[str, Any]], None]
+
 PREVIOUS_INTRO = (
     "Background: your previous summary of the earlier part of this conversation. Keep every fact in it "
     "that is still valid, and update what changed:"
@@ -65,6 +69,7 @@ def run(
     max_context_tokens: float = 128000,
     retry: RetryPolicy | None = None,
     on_retry: Callable[[dict[str, Any]], None] | None = None,
+    observe: Observe | None = None,
 ) -> dict[str, Any]:
     """Write a summary of `history`. Returns `{"content": str, "usage": Usage, "input_excerpted": bool}`.
 
@@ -75,6 +80,8 @@ def run(
         connection: `base_url`, `api_key`, `model`, and optionally `protocol`, `provider`,
             `stream`, `request_timeout`, `capabilities`, `cache`.
         previous: the previous summary; defaults to the latest compact entry of `history`.
+        observe: hears `chat_start` / `chat_end` / `chat_error` around each HTTP attempt
+            (`events.Emitter.note`: a compaction's requests get their telemetry spans).
 
     Raises:
         AgentError: the request failed, or the summary came back empty (kind "unknown").
@@ -92,6 +99,7 @@ def run(
             max_context_tokens,
             retry,
             on_retry,
+            observe,
         )
     finally:
         unfollow()
@@ -108,6 +116,7 @@ def _run(
     max_context_tokens: float,
     retry: RetryPolicy | None,
     on_retry: Callable[[dict[str, Any]], None] | None,
+    observe: Observe | None,
 ) -> dict[str, Any]:
     from .llm import complete
 
@@ -135,7 +144,7 @@ def _run(
     def on_event(event: dict[str, Any]) -> None:
         notify(on_compact, {**event, "request": "compact"})
 
-    def attempt() -> LLMResult:
+    def send() -> LLMResult:
         return complete(
             request,
             protocol,
@@ -145,6 +154,8 @@ def _run(
             adapter=model,
             idle_timeout=connection.get("stream_idle_timeout"),
         )
+
+    attempt = send if observe is None else _observed(send, observe, request, connection)
 
     if retry is None:
         result = attempt()
@@ -161,6 +172,32 @@ def _run(
     finish = {"type": "compact-finish", "content": content, "usage": usage, "input_excerpted": excerpted}
     notify(on_compact, finish)
     return {"content": content, "usage": usage, "input_excerpted": excerpted}
+
+
+def _observed(
+    send: Callable[[], LLMResult], observe: Observe, request: Request, connection: Mapping[str, Any]
+) -> Callable[[], LLMResult]:
+    """`send` announcing each attempt as the loop's requests do (one chat span per attempt)."""
+    start = {
+        "messages": request.messages,
+        "system": request.system,
+        "tools": [],
+        "request": "compact",
+        # The compaction may use another model than the run's (config["compact"]).
+        "connection": {k: connection.get(k) for k in ("model", "protocol", "base_url")},
+    }
+
+    def attempt() -> LLMResult:
+        observe("chat_start", start)
+        try:
+            result = send()
+        except AgentError as error:
+            observe("chat_error", {"error": error_info(error)})
+            raise
+        observe("chat_end", {"result": result})
+        return result
+
+    return attempt
 
 
 def _warn_if_input_excerpted(

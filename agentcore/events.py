@@ -14,6 +14,7 @@ dict; when nobody listens, a point costs one tuple check and builds nothing.
 from __future__ import annotations
 
 import collections
+import contextlib
 import contextvars
 import logging
 import threading
@@ -34,7 +35,8 @@ Listener = Callable[[Event], Any]
 DELTA_TYPES = frozenset({"text-delta", "reasoning-delta", "tool-call-delta", "tool-call"})
 
 # An observer hears every event of every run in the process, plus the internal points
-# `chat_start` / `chat_end` / `chat_error` (one HTTP attempt each): telemetry.py is one.
+# `chat_start` / `chat_end` / `chat_error` (one HTTP attempt each, compaction's too) and
+# `tool_enter` / `tool_leave` (on the thread running the call): telemetry.py is one.
 Observer = Callable[["Emitter", Event], Any]
 _observers: tuple[Observer, ...] = ()
 _observers_lock = threading.Lock()
@@ -83,12 +85,16 @@ def current_scope() -> ToolScope | None:
     return _scope.get()
 
 
-def enter_scope(scope: ToolScope) -> contextvars.Token[ToolScope | None]:
-    return _scope.set(scope)
-
-
-def leave_scope(token: contextvars.Token[ToolScope | None]) -> None:
-    _scope.reset(token)
+@contextlib.contextmanager
+def tool_scope(scope: ToolScope) -> Iterator[None]:
+    """The block runs `scope.call` on this thread: observers hear it enter and leave here."""
+    token = _scope.set(scope)
+    scope.events.tool_entered(scope.call)
+    try:
+        yield
+    finally:
+        scope.events.tool_left(scope.call)
+        _scope.reset(token)
 
 
 class Listeners:
@@ -191,6 +197,10 @@ class Emitter:
         if self._observers and not self._ended:
             with self._lock:
                 self._observe({"type": type, "run_id": self.run_id, "agent_id": self.agent_id, **keys})
+
+    def observer(self) -> Callable[[str, dict[str, Any]], None] | None:
+        """`note`, for a lower layer to call (compact.run's attempts); None when nobody observes."""
+        return self.note if self._observers else None
 
     def _observe(self, event: Event) -> None:
         for observer in self._observers:
@@ -309,6 +319,25 @@ class Emitter:
     def tool_start(self, call: Any, input: dict[str, Any]) -> None:
         """The call was validated and allowed, and starts now."""
         self.emit("tool_execution_start", {"tool_call_id": call.id, "tool_name": call.name, "input": input})
+
+    def tool_entered(self, call: Any) -> None:
+        """The call's code starts on this thread (internal: telemetry makes its span current here)."""
+        if self._observers:
+            self.note("tool_enter", {"tool_call_id": call.id, "tool_name": call.name})
+
+    def tool_left(self, call: Any) -> None:
+        """The call's code is done on this thread; heard even after `agent_end` (an abandoned call)."""
+        if self._observers:
+            with self._lock:
+                self._observe(
+                    {
+                        "type": "tool_leave",
+                        "run_id": self.run_id,
+                        "agent_id": self.agent_id,
+                        "tool_call_id": call.id,
+                        "tool_name": call.name,
+                    }
+                )
 
     def tool_output(self, payload: dict[str, Any]) -> None:
         self._callback("on_tool_output", payload)

@@ -455,6 +455,7 @@ def compact_now(state: Run, reason: str = "manual") -> str:
         max_context_tokens=config["max_context_tokens"],
         retry=RetryPolicy.from_config(config),
         on_retry=events.retry,
+        observe=events.observer(),
     )
     state.usage.add(result["usage"])
     message = compact_message(result["content"])

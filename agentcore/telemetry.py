@@ -8,9 +8,11 @@
 Extra `agentcore[otel]` (opentelemetry-api + opentelemetry-sdk); `import agentcore` never loads
 it. The spans are fed from the run events (events.observe): the same points that feed the
 callbacks and listeners, plus the internal `chat_*` points (one per HTTP attempt), so a retried
-request shows as failed `chat` spans before the one that succeeded. Parents are set explicitly:
-`chat` and `execute_tool` under their run's `invoke_agent` whatever thread they run on, and a
-sub-agent's `invoke_agent` under the `execute_tool` span of the call that started it. Message
+request shows as failed `chat` spans before the one that succeeded; a compaction's requests
+(`agentcore.request = "compact"`) too. Parents are set explicitly: `chat` and `execute_tool` under
+their run's `invoke_agent` whatever thread they run on, and a sub-agent's `invoke_agent` under the
+`execute_tool` span of the call that started it. While a call runs, its `execute_tool` span is the
+current span on the thread running it, so spans the tool starts itself nest under it. Message
 contents, tool arguments and results are recorded only with `capture_content=True`.
 """
 
@@ -96,6 +98,8 @@ class _Spans:
         self._runs: dict[str, Span] = {}
         self._chats: dict[str, Span] = {}
         self._tools: dict[tuple[str, str], Span] = {}
+        # The context tokens of execute_tool spans made current on the threads running the calls.
+        self._current: dict[tuple[str, str], Any] = {}
         self._handlers: dict[str, Callable[[Any, dict[str, Any]], None]] = {
             "agent_start": self._agent_start,
             "agent_end": self._agent_end,
@@ -104,6 +108,8 @@ class _Spans:
             "chat_error": self._chat_error,
             "tool_execution_start": self._tool_start,
             "tool_execution_end": self._tool_end,
+            "tool_enter": self._tool_enter,
+            "tool_leave": self._tool_leave,
             "retry": self._retry,
         }
 
@@ -165,7 +171,11 @@ class _Spans:
     # ------------------------------------------------------------ chat {model}
 
     def _chat_start(self, emitter: Any, event: dict[str, Any]) -> None:
-        attributes = {"gen_ai.operation.name": "chat", **_model_attributes(emitter.config)}
+        # A compaction names its own connection (config["compact"] may pick another model).
+        connection = event.get("connection") or emitter.config
+        attributes = {"gen_ai.operation.name": "chat", **_model_attributes(connection)}
+        if event.get("request"):
+            attributes["agentcore.request"] = str(event["request"])
         if self._content:
             attributes["gen_ai.input.messages"] = _json(event.get("messages", []))
             if event.get("system"):
@@ -227,6 +237,26 @@ class _Spans:
             self._tools[(event["run_id"], event["tool_call_id"])] = span
         # Observers run on the call's own thread: a tool process started from here gets it.
         set_traceparent(_traceparent(span))
+
+    def _tool_enter(self, emitter: Any, event: dict[str, Any]) -> None:
+        """The call's span is the current span on its thread: a tool's own spans nest under it."""
+        from opentelemetry import context
+
+        key = (event["run_id"], event["tool_call_id"])
+        with self._lock:
+            span = self._tools.get(key)
+        if span is not None:
+            token = context.attach(self._trace.set_span_in_context(span))
+            with self._lock:
+                self._current[key] = token
+
+    def _tool_leave(self, emitter: Any, event: dict[str, Any]) -> None:
+        from opentelemetry import context
+
+        with self._lock:
+            token = self._current.pop((event["run_id"], event["tool_call_id"]), None)
+        if token is not None:
+            context.detach(token)
 
     def _start_tool(self, event: dict[str, Any]) -> Span:
         name = str(event["tool_name"])

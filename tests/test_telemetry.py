@@ -15,6 +15,7 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
+from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -40,9 +41,9 @@ def exporter() -> Iterator[InMemorySpanExporter]:
     telemetry.uninstrument()
 
 
-def _agent(server: ModelServer, tools: Any = None, **extra: Any) -> Agent:
+def _agent(server: ModelServer, tools: Any = None, callbacks: Any = None, **extra: Any) -> Agent:
     config = {"base_url": server.base_url, "model": MODEL, "api_key": KEY, "no_tool_rounds": 1, **FAST_RETRY}
-    return Agent(config={**config, **extra}, tools=tools)
+    return Agent(config={**config, **extra}, tools=tools, callbacks=callbacks)
 
 
 @tool
@@ -200,6 +201,89 @@ def test_tool_errors_and_parallel_calls_on_tool_threads(
     assert dict(tools["b1"].attributes or {})["error.type"] == "tool"
     assert dict(tools["m1"].attributes or {})["error.type"] == "tool"  # an unknown tool still gets its span
     assert tools["m1"].name == "execute_tool missing"
+
+
+def test_a_tools_own_spans_nest_under_its_call_span(
+    server: ModelServer, exporter: InMemorySpanExporter
+) -> None:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    app = provider.get_tracer("app")
+    both = threading.Barrier(2, timeout=10)
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look a key up (with a span of the tool's own)."""
+        both.wait()  # the two calls run at once, each on its own tool thread
+        with app.start_as_current_span(f"lookup {key}"):
+            return key
+
+    @tool
+    def single() -> str:
+        """Runs alone, so inline on the run's thread."""
+        with app.start_as_current_span("single"):
+            return "ok"
+
+    server.add(
+        {
+            "tool_calls": [
+                {"name": "lookup", "id": "k1", "arguments": {"key": "a"}},
+                {"name": "lookup", "id": "k2", "arguments": {"key": "b"}},
+            ]
+        },
+        {"tool_calls": [{"name": "single", "id": "s1", "arguments": {}}]},
+        "done",
+    )
+    current: list[int] = []  # the current span on the run's thread at each request
+
+    def on_llm_start(payload: Any) -> None:
+        current.append(trace.get_current_span().get_span_context().span_id)
+
+    callbacks = {"on_llm_start": on_llm_start}
+    with _agent(server, tools=[lookup, single], callbacks=callbacks) as agent:
+        agent.send("go")
+        spans = exporter.get_finished_spans()
+        calls = {dict(s.attributes or {})["gen_ai.tool.call.id"]: s for s in _named(spans, "execute_tool")}
+        own = {s.name: s for s in spans if s.instrumentation_scope and s.instrumentation_scope.name == "app"}
+        assert set(own) == {"lookup a", "lookup b", "single"}
+        assert _parent_id(own["lookup a"]) == _id(calls["k1"])
+        assert _parent_id(own["lookup b"]) == _id(calls["k2"])
+        assert _parent_id(own["single"]) == _id(calls["s1"])
+        # The call's span is current only while the call runs: the run's thread has it no more.
+        assert current[-1] not in {_id(s) for s in calls.values()}
+
+
+def test_compaction_requests_are_chat_spans_of_their_run(
+    server: ModelServer, exporter: InMemorySpanExporter
+) -> None:
+    server.add({"status": 503, "error": "busy"}, "the summary")
+    with _agent(server, compact={"model": "cheap-model"}) as agent:
+        agent.history.append({"role": "user", "content": "goal"})
+        agent.compact()
+    spans = exporter.get_finished_spans()
+    (run,) = _named(spans, "invoke_agent")
+    chats = sorted(_named(spans, "chat "), key=lambda s: s.start_time or 0)
+    assert [s.name for s in chats] == ["chat cheap-model", "chat cheap-model"]
+    assert all(_parent_id(s) == _id(run) for s in chats)
+    assert [dict(s.attributes or {}).get("error.type") for s in chats] == ["server", None]
+    assert all(dict(s.attributes or {})["agentcore.request"] == "compact" for s in chats)
+    assert [e.name for e in run.events] == ["retry"]
+
+
+def test_a_compaction_inside_a_send_gets_its_chat_span(
+    server: ModelServer, exporter: InMemorySpanExporter
+) -> None:
+    server.add({"overflow": True}, "the summary", "answer")
+    with _agent(server) as agent:
+        assert agent.send("hello").text == "answer"
+    spans = exporter.get_finished_spans()
+    (run,) = _named(spans, "invoke_agent")
+    chats = sorted(_named(spans, "chat "), key=lambda s: s.start_time or 0)
+    assert len(chats) == 3 and all(_parent_id(s) == _id(run) for s in chats)
+    assert [dict(s.attributes or {}).get("agentcore.request") for s in chats] == [None, "compact", None]
+    assert dict(chats[0].attributes or {})["error.type"] == "request"  # the overflow
+    assert chats[0].status.status_code is StatusCode.ERROR
+    assert tuple(dict(chats[1].attributes or {})["gen_ai.response.finish_reasons"]) == ("stop",)
 
 
 def test_file_tool_call_span(server: ModelServer, exporter: InMemorySpanExporter, tmp_path: Path) -> None:
