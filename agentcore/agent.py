@@ -449,14 +449,14 @@ class Agent:
 
     def _write_input(self, history: list[Message], entries: list[Message]) -> list[Message]:
         """Answer open calls, append the input; with a session, commit all of it or write nothing."""
-        from . import loop as _loop
+        from .entries import append_to, close_open_calls
 
         if self.session is not None:
             self.session.check(history)
         start = len(history)
-        appended = _loop.close_open_calls(history)
+        appended = close_open_calls(history)
         for entry in entries:
-            _loop._append_to(history, entry)
+            append_to(history, entry)
             appended.append(entry)
         if self.session is not None:
             try:

@@ -12,8 +12,6 @@ both the callbacks and the event listeners; the loop itself never calls a callba
 from __future__ import annotations
 
 import math
-import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,12 +23,13 @@ from ._utils.cancel import Signal
 from ._utils.retry import RetryPolicy
 from ._utils.retry import call as with_retries
 from .batch import Batch, failure_error
-from .call_ids import open_calls, unique_part, unique_reply, used_ids
+from .call_ids import unique_part, unique_reply, used_ids
 from .config import Config
 from .context import Context, build, over_threshold
+from .entries import append_to, assistant_message, call_part, tool_message
 from .errors import AgentError
 from .events import Emitter
-from .history import Message, tool_result_part
+from .history import Message
 from .history import compact as compact_message
 from .hooks import HookFailed, Hooks
 from .llm import complete, tool_schemas
@@ -124,7 +123,7 @@ def _rounds(state: Run) -> SendResult:
         _announce_start(state)
         result, output = _model_round(state, reminder=_needs_reminder(state, skipped))
         state.steps += 1
-        message = _assistant_message(result)
+        message = assistant_message(result)
         _append(state, message, reply=True)
         results = _run_tools(state, result.tool_calls) if result.tool_calls else []
         decision = _end_turn(state, result, message, results)
@@ -432,7 +431,7 @@ def _close_partial_reply(state: Run) -> None:
         for part, result in zip(calls, results, strict=True):
             call = ToolCall(str(part["tool_call_id"]), str(part["tool_name"]), part["input"])
             state.events.tool_end(call, result)
-        _append(state, _tool_message(calls, results))
+        _append(state, tool_message(calls, results))
 
 
 # ---------------------------------------------------------------- compaction
@@ -460,7 +459,7 @@ def compact_now(state: Run, reason: str = "manual") -> str:
     state.usage.add(result["usage"])
     message = compact_message(result["content"])
     message["usage"] = result["usage"].to_dict()
-    _append_to(state.history, message)
+    append_to(state.history, message)
     state.appended.append(message)
     if state.on_append is not None:
         state.on_append(message)
@@ -491,7 +490,7 @@ def _run_tools(state: Run, calls: list[ToolCall]) -> list[dict[str, Any]]:
         batch.run()
     finally:
         results = batch.close()
-        _append(state, _tool_message([_call_part(c) for c in calls], results))
+        _append(state, tool_message([call_part(c) for c in calls], results))
     if batch.failure is not None:
         error = failure_error(batch.failure)
         raise error from error.__cause__
@@ -500,50 +499,12 @@ def _run_tools(state: Run, calls: list[ToolCall]) -> list[dict[str, Any]]:
     return [dict(r) for r in results]
 
 
-def close_open_calls(history: list[Message]) -> list[Message]:
-    """Answer calls a loaded history left without a result (a process died mid-tool) as interrupted.
-
-    A call without its result makes the vendors reject the conversation on every later request;
-    appending the missing results keeps history append-only and valid. Returns what was appended.
-    """
-    pending = open_calls(history)
-    if not pending:
-        return []
-    message = _tool_message(pending, [interrupted_result() for _ in pending])
-    _append_to(history, message)
-    return [message]
-
-
-def _call_part(call: ToolCall) -> dict[str, Any]:
-    return tool_call_part(call.id, call.name, call.arguments)
-
-
-def _tool_message(calls: list[dict[str, Any]], results: list[dict[str, Any]]) -> Message:
-    message: Message = {
-        "role": "tool",
-        "content": [
-            tool_result_part(str(c["tool_call_id"]), str(c["tool_name"]), r["output"])
-            for c, r in zip(calls, results, strict=True)
-        ],
-    }
-    delegated = [Usage.of(**r["sub_agent_usage"]) for r in results if r.get("sub_agent_usage")]
-    if delegated:
-        message["sub_agent_usage"] = sum(delegated, Usage()).to_dict()
-    return message
-
-
 # ---------------------------------------------------------------- history
-
-
-def _assistant_message(result: LLMResult) -> Message:
-    message = dict(result.message)
-    message["usage"] = result.usage.to_dict()
-    return message
 
 
 def _append(state: Run, message: Message, *, reply: bool = False) -> None:
     """Append an entry of this run and announce it (`reply`: the assistant reply's `message_end`)."""
-    _append_to(state.history, message)
+    append_to(state.history, message)
     state.appended.append(message)
     if state.on_append is not None:
         state.on_append(message)
@@ -551,10 +512,3 @@ def _append(state: Run, message: Message, *, reply: bool = False) -> None:
         state.events.reply(message)
     else:
         state.events.message(message)
-
-
-def _append_to(history: list[Message], message: Message) -> None:
-    """Append an entry the library created, stamped with `id` and `created_at`."""
-    message.setdefault("id", uuid.uuid4().hex)
-    message.setdefault("created_at", time.time())
-    history.append(message)
