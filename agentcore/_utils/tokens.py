@@ -15,6 +15,8 @@ import threading
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
+from .memo import parts_key, recall
+
 DEFAULT_RATIO = 0.6
 MIN_RATIO, MAX_RATIO = 0.1, 2.0
 SMOOTHING = 0.3
@@ -65,7 +67,11 @@ def _clamp(ratio: float) -> float:
 
 
 def message_chars(message: Mapping[str, Any]) -> int:
-    return _content_chars(message.get("content")) + 4
+    content = message.get("content")
+    if type(content) is list:
+        # Counted once per entry and run (see memo.py): a request re-counts every entry it sends.
+        return recall(("chars", *parts_key(content)), content, lambda: _content_chars(content)) + 4
+    return _content_chars(content) + 4
 
 
 def messages_chars(messages: Iterable[Mapping[str, Any]]) -> int:

@@ -16,9 +16,11 @@ is only sent when set); text-only user content travels as a plain string; video 
 from __future__ import annotations
 
 import json
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._utils.memo import parts_key, recall
 from .._utils.sse import SSEEvent
 from ..errors import AgentError
 from ..usage import Usage
@@ -215,26 +217,36 @@ adapter = ChatAdapter()
 def _messages(request: Request) -> list[dict[str, Any]]:
     system = _system_text(request)
     out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    settings = (tuple(sorted(request.capabilities.items())), request.media_fallback)
     for message in request.messages:
-        role, content = message.get("role"), message.get("content")
-        if role in ("user", "compact"):
-            out.append({"role": "user", "content": _user_content(content, request)})
-        elif role == "system":
-            out.append(
-                {"role": "system", "content": content if isinstance(content, str) else text_of(content)}
-            )
-        elif role == "assistant":
-            assistant = _assistant_message(content, request)
-            # An empty reply is stored in history but never sent (API.md §Details).
-            if assistant is not None:
-                out.append(assistant)
-        elif role == "tool":
-            out.extend(_tool_messages(content or [], request))
-        else:
-            raise AgentError(
-                f"cannot send a history message with role {role!r}", kind="request", retryable=False
-            )
+        out.extend(_entry_messages(message, request, settings))
     return out
+
+
+def _entry_messages(message: Mapping[str, Any], request: Request, settings: Hashable) -> list[dict[str, Any]]:
+    """The wire messages of one history entry, rendered once per run (see `_utils/memo.py`).
+
+    What a rendering depends on besides the entry: the capabilities and the media fallback.
+    """
+    role, content = message.get("role"), message.get("content")
+    if type(content) is not list:
+        return _render_entry(role, content, request)
+    key = ("chat", role, settings, *parts_key(content))
+    return recall(key, content, lambda: _render_entry(role, content, request))
+
+
+def _render_entry(role: Any, content: Any, request: Request) -> list[dict[str, Any]]:
+    if role in ("user", "compact"):
+        return [{"role": "user", "content": _user_content(content, request)}]
+    if role == "system":
+        return [{"role": "system", "content": content if isinstance(content, str) else text_of(content)}]
+    if role == "assistant":
+        assistant = _assistant_message(content, request)
+        # An empty reply is stored in history but never sent (API.md §Details).
+        return [] if assistant is None else [assistant]
+    if role == "tool":
+        return _tool_messages(content or [], request)
+    raise AgentError(f"cannot send a history message with role {role!r}", kind="request", retryable=False)
 
 
 def _system_text(request: Request) -> str:
