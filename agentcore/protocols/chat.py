@@ -16,11 +16,9 @@ is only sent when set); text-only user content travels as a plain string; video 
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._utils.memo import parts_key, recall
 from .._utils.sse import SSEEvent
 from ..errors import AgentError
 from ..usage import Usage
@@ -32,6 +30,8 @@ from ._common import (
     generated_call_id,
     kind_for_status,
     merge_body,
+    render_settings,
+    rendered,
     short_hash,
     tool_choice,
     vendor_error,
@@ -217,25 +217,15 @@ adapter = ChatAdapter()
 def _messages(request: Request) -> list[dict[str, Any]]:
     system = _system_text(request)
     out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-    settings = (tuple(sorted(request.capabilities.items())), request.media_fallback)
+    settings = render_settings(request)
     for message in request.messages:
-        out.extend(_entry_messages(message, request, settings))
+        role, content = message.get("role"), message.get("content")
+        out.extend(rendered(("chat", role, settings), _render_entry, role, content, request))
     return out
 
 
-def _entry_messages(message: Mapping[str, Any], request: Request, settings: Hashable) -> list[dict[str, Any]]:
-    """The wire messages of one history entry, rendered once per run (see `_utils/memo.py`).
-
-    What a rendering depends on besides the entry: the capabilities and the media fallback.
-    """
-    role, content = message.get("role"), message.get("content")
-    if type(content) is not list:
-        return _render_entry(role, content, request)
-    key = ("chat", role, settings, *parts_key(content))
-    return recall(key, content, lambda: _render_entry(role, content, request))
-
-
 def _render_entry(role: Any, content: Any, request: Request) -> list[dict[str, Any]]:
+    """The wire messages of one history entry (computed once per run, see `_utils/memo.py`)."""
     if role in ("user", "compact"):
         return [{"role": "user", "content": _user_content(content, request)}]
     if role == "system":

@@ -58,6 +58,8 @@ from ._common import (
     check_provider,
     data_url,
     merge_body,
+    render_settings,
+    rendered,
     tool_choice,
     vendor_error,
 )
@@ -184,23 +186,25 @@ def _instructions(request: Request) -> str:
 
 def _input_items(request: Request) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
+    settings = render_settings(request)
     for message in request.messages:
         role, content = message.get("role"), message.get("content")
-        if role in ("user", "compact"):
-            user = _user_content(content, request)
-            if user:
-                items.append({"role": "user", "content": user})
-        elif role == "system":
-            items.append({"role": "system", "content": text_of(content)})
-        elif role == "assistant":
-            items.extend(_assistant_items(content, request))
-        elif role == "tool":
-            items.extend(_tool_output_item(result, request) for result in content or [])
-        else:
-            raise AgentError(
-                f"cannot send a history message with role {role!r}", kind="request", retryable=False
-            )
+        items.extend(rendered(("responses", role, settings), _entry_items, role, content, request))
     return items
+
+
+def _entry_items(role: Any, content: Any, request: Request) -> list[dict[str, Any]]:
+    """The input items of one history entry (computed once per run, see `_utils/memo.py`)."""
+    if role in ("user", "compact"):
+        user = _user_content(content, request)
+        return [{"role": "user", "content": user}] if user else []
+    if role == "system":
+        return [{"role": "system", "content": text_of(content)}]
+    if role == "assistant":
+        return list(_assistant_items(content, request))
+    if role == "tool":
+        return [_tool_output_item(result, request) for result in content or []]
+    raise AgentError(f"cannot send a history message with role {role!r}", kind="request", retryable=False)
 
 
 def _user_content(content: Any, request: Request) -> str | list[dict[str, Any]]:
