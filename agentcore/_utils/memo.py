@@ -31,7 +31,11 @@ _active: ContextVar[Memo | None] = ContextVar("agentcore_memo", default=None)
 
 
 class Memo:
-    """Values computed from history-format data, each kept with a snapshot of its source."""
+    """Values computed from history-format data, each kept with a snapshot of its source.
+
+    Callers key an entry by the identities of its parts, not of its content list: the context
+    builder passes fresh lists of the same parts. The snapshot, not the key, decides a hit.
+    """
 
     def __init__(self) -> None:
         self._store: dict[Hashable, tuple[Any, Any]] = {}
@@ -54,20 +58,16 @@ def active() -> Memo | None:
     return _active.get() if ENABLED else None
 
 
-def recall(key: Hashable, source: Any, compute: Callable[[], T]) -> T:
-    """`compute()`, or its value from the active memo when `source` is unchanged since."""
-    memo = active()
-    if memo is None:
-        return compute()
-    return memo.recall(key, source, compute)
+def recall(key: Hashable, source: Any, compute: Callable[[], T], memo: Memo | None = None) -> T:
+    """`compute()`, or its value from `memo` (default: the active one) when `source` is unchanged since.
 
-
-def parts_key(content: list[Any]) -> tuple[int, ...]:
-    """A lookup key for a list of parts: their identities (the snapshot still decides a hit).
-
-    Not the list's own identity: the context builder passes fresh lists of the same parts.
+    A caller looking up every entry of a request passes `memo=active()` fetched once.
     """
-    return tuple(map(id, content))
+    if memo is None:
+        memo = active()
+        if memo is None:
+            return compute()
+    return memo.recall(key, source, compute)
 
 
 @contextmanager

@@ -16,7 +16,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._utils.memo import parts_key, recall
+from .._utils.memo import Memo
 from ..config import PROVIDER_KEYS as _PROVIDER_KEYS
 from ..errors import AgentError
 
@@ -233,13 +233,19 @@ def render_settings(request: Request) -> Hashable:
 
 
 def rendered(
-    key: tuple[Any, ...], render: Callable[[Any, Any, Request], T], role: Any, content: Any, request: Request
+    key: tuple[Any, ...],
+    render: Callable[[Any, Any, Request], T],
+    role: Any,
+    content: Any,
+    request: Request,
+    memo: Memo | None,
 ) -> T:
-    """`render(role, content, request)` of a list-content entry, remembered for the run (`_utils/memo.py`).
+    """`render(role, content, request)` of one entry, remembered in `memo` (see `_utils/memo.py`).
 
-    `key` names the protocol, the role and `render_settings`. A text entry costs next to nothing
-    to render, so only part lists are remembered. Callers never change what they get.
+    `key` names the protocol, the role and `render_settings`; `memo` is `memo.active()`, fetched
+    once per request. A text entry costs next to nothing to render, so only part lists are
+    remembered. Callers never change what they get.
     """
-    if type(content) is not list:
+    if memo is None or type(content) is not list:
         return render(role, content, request)
-    return recall((*key, *parts_key(content)), content, lambda: render(role, content, request))
+    return memo.recall((*key, *map(id, content)), content, lambda: render(role, content, request))

@@ -59,6 +59,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._utils.memo import active
 from .._utils.sse import SSEEvent
 from ..errors import AgentError
 from ..usage import Usage
@@ -247,12 +248,14 @@ def _system_text(request: Request, output_tool: str | None) -> str:
 def _messages(request: Request) -> list[dict[str, Any]]:
     """History messages as Messages turns; consecutive same-role turns are merged."""
     turns: list[dict[str, Any]] = []
-    settings = render_settings(request)
+    settings, memo = render_settings(request), active()
     for message in request.messages:
         role, content = message.get("role"), message.get("content")
         if role == "system":
             continue
-        wire_role, blocks = rendered(("anthropic", role, settings), _entry_blocks, role, content, request)
+        wire_role, blocks = rendered(
+            ("anthropic", role, settings), _entry_blocks, role, content, request, memo
+        )
         if not blocks:
             continue
         if turns and turns[-1]["role"] == wire_role:

@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._utils.memo import active
 from .._utils.sse import SSEEvent
 from ..errors import AgentError
 from ..usage import Usage
@@ -217,10 +218,10 @@ adapter = ChatAdapter()
 def _messages(request: Request) -> list[dict[str, Any]]:
     system = _system_text(request)
     out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-    settings = render_settings(request)
+    settings, memo = render_settings(request), active()
     for message in request.messages:
         role, content = message.get("role"), message.get("content")
-        out.extend(rendered(("chat", role, settings), _render_entry, role, content, request))
+        out.extend(rendered(("chat", role, settings), _render_entry, role, content, request, memo))
     return out
 
 

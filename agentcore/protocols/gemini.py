@@ -66,6 +66,7 @@ import logging
 import re
 from typing import Any
 
+from .._utils.memo import active
 from .._utils.sse import SSEEvent
 from ..errors import AgentError
 from ..usage import Usage
@@ -225,10 +226,10 @@ adapter = GeminiAdapter()
 
 def _contents(request: Request) -> list[dict[str, Any]]:
     contents: list[dict[str, Any]] = []
-    settings = render_settings(request)
+    settings, memo = render_settings(request), active()
     for message in request.messages:
         role, content = message.get("role"), message.get("content")
-        contents.extend(rendered(("gemini", role, settings), _entry_contents, role, content, request))
+        contents.extend(rendered(("gemini", role, settings), _entry_contents, role, content, request, memo))
     if contents and contents[-1]["role"] == "model":
         # Gemini answers "Requests ending with a model turn are not supported"; the loop sends
         # one after a reply without tool calls.

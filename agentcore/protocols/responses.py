@@ -49,6 +49,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._utils.memo import active
 from .._utils.sse import SSEEvent
 from ..errors import AgentError
 from ..usage import Usage
@@ -186,10 +187,10 @@ def _instructions(request: Request) -> str:
 
 def _input_items(request: Request) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
-    settings = render_settings(request)
+    settings, memo = render_settings(request), active()
     for message in request.messages:
         role, content = message.get("role"), message.get("content")
-        items.extend(rendered(("responses", role, settings), _entry_items, role, content, request))
+        items.extend(rendered(("responses", role, settings), _entry_items, role, content, request, memo))
     return items
 
 
