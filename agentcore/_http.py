@@ -17,6 +17,7 @@ place (with llm.py) where `requests` / `urllib3` are imported — lazily, on fir
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -96,7 +97,13 @@ class Call:
     def post(self, url: str, body: bytes, headers: dict[str, str], timeout_s: float | None) -> Any:
         timeout = (timeout_s, timeout_s)
         self.response = session().post(
-            url, data=body, headers=headers, stream=True, timeout=timeout, allow_redirects=False
+            url,
+            data=body,
+            headers=headers,
+            stream=True,
+            timeout=timeout,
+            allow_redirects=False,
+            **environment_settings(url),
         )
         if self.aborted:
             self.abort()
@@ -189,7 +196,46 @@ def _new_session() -> Any:
     s.mount("http://", adapter)
     s.mount("https://", adapter)
     s.headers.update({"User-Agent": "agentcore", "Accept-Encoding": "identity"})
+    # What requests reads from the environment on every request (walking all of os.environ for
+    # proxies, opening ~/.netrc) is read once per origin instead: `environment_settings`.
+    s.trust_env = False
     return s
+
+
+# The variables requests' environment settings depend on for an http(s) URL: while they keep
+# their values, the settings of an origin do too. (A proxy variable in odd case, `Https_Proxy`,
+# is read when an origin is first seen, but changing it later goes unnoticed.)
+_ENVIRONMENT = (
+    *(name for base in ("http", "https", "all", "no") for name in (f"{base}_proxy", f"{base.upper()}_PROXY")),
+    *("REQUEST_METHOD", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NETRC", "HOME"),
+)
+_settings: dict[tuple[str, tuple[str | None, ...]], dict[str, Any]] = {}
+
+
+def environment_settings(url: str) -> dict[str, Any]:
+    """`proxies`, `verify` and netrc `auth` for `url`, as a `trust_env` session would compute them."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    key = (f"{parts.scheme}://{parts.netloc}", tuple(map(os.environ.get, _ENVIRONMENT)))
+    found = _settings.get(key)
+    if found is None:
+        if len(_settings) > 256:  # a long-lived process cycling through env values stays bounded
+            _settings.clear()
+        found = _settings[key] = _read_environment(url)
+    return found
+
+
+def _read_environment(url: str) -> dict[str, Any]:
+    # The same calls `Session.request` makes with trust_env (merge_environment_settings, netrc).
+    from requests.utils import get_environ_proxies, get_netrc_auth
+
+    verify = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or True
+    settings: dict[str, Any] = {"proxies": get_environ_proxies(url), "verify": verify}
+    auth = get_netrc_auth(url)
+    if auth:
+        settings["auth"] = auth
+    return settings
 
 
 def _current() -> Call | None:

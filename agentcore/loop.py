@@ -20,6 +20,7 @@ from . import compact as _compact
 from . import tool_mode
 from ._utils import tokens as _tokens
 from ._utils.cancel import Signal
+from ._utils.memo import Memo, activated
 from ._utils.retry import RetryPolicy
 from ._utils.retry import call as with_retries
 from .batch import Batch, failure_error
@@ -69,6 +70,8 @@ class Run:
     # The context of the current history length: the budget check and the request of a round
     # (and its retries) share one build, since history only grows during a run.
     context_cache: tuple[int, Context] | None = None
+    # Each entry's token count and wire form, computed once per run (see `_utils/memo.py`).
+    memo: Memo = field(default_factory=Memo)
 
 
 @dataclass
@@ -101,7 +104,8 @@ def run(state: Run) -> SendResult:
     """Run rounds until a reason to stop. Raises AgentError (aborted when cancelled)."""
     state.events.agent_start()
     try:
-        result = _rounds(state)
+        with activated(state.memo):
+            result = _rounds(state)
     except HookFailed as failed:
         error = failed.to_error()
         state.events.agent_end(error=error, steps=state.steps, usage=state.usage)

@@ -91,7 +91,8 @@ def main() -> None:
         server.communicate("")
     mode = "agent.stream + reader" if args.stream else "send"
     print(
-        f"{statistics.median(figures):.3f} ms CPU/step ({mode}, {args.steps}-step chain, median of {args.runs})"  # noqa: E501
+        f"{statistics.median(figures):.3f} ms CPU/step "
+        f"({mode}, {args.steps}-step chain, median of {args.runs})"
     )
 
 

@@ -7,9 +7,12 @@ growing conversation sent each step) against the same local model server, in one
 Client overhead per step = wall time per request − the server's own time for it (measured
 inside the server), so the figure is what each client adds, not what the server costs.
 
-Also measured: `import agentcore` time in a fresh process, and a fresh process that imports,
-builds an agent and gets one reply, against the same script written with bare `requests`.
-Targets: ≤ 2× the bare loop at 20 steps, ≤ 3× at 100; import < 45 ms; fresh process ≤ 1.3×.
+Also measured: 20 sessions at once (threads, one server), steps/s; `import agentcore` time in a
+fresh process; the peak RSS of a fresh process after a 100-step chain; and a fresh process that
+imports, builds an agent and gets one reply, against the same script written with bare `requests`.
+The table at the end is the one in README's performance section. Targets (issue 13): chain100 ≤
+1.0× the bare loop, chain20 ≤ 1.5×, step 100 ≤ 1.2× step 20; 20 sessions ≥ 0.9× the bare loop's
+steps/s; import ≤ 30 ms; RSS after 100 steps ≤ 40 MB.
 """
 
 from __future__ import annotations
@@ -80,6 +83,18 @@ def script(steps: int) -> list[Any]:
         {"tool_calls": [{"name": "step", "arguments": {"n": i + 1}}], "chunk_size": 16} for i in range(steps)
     ]
     return [*calls, {"text": "All steps are recorded.", "chunk_size": 16}]
+
+
+def chain_reply(steps: int) -> Any:
+    """A reply that depends only on the request (its tool results): any number of sessions at once."""
+
+    def reply(recorded: Any) -> dict[str, Any]:
+        done = sum(1 for m in recorded.body["messages"] if m["role"] == "tool")
+        if done < steps:
+            return {"tool_calls": [{"name": "step", "arguments": {"n": done + 1}}], "chunk_size": 16}
+        return {"text": "All steps are recorded.", "chunk_size": 16}
+
+    return reply
 
 
 # ---------------------------------------------------------------- the two clients
@@ -252,6 +267,60 @@ def fresh_process_ratio(runs: int) -> tuple[float, float]:
     return statistics.median(agent_times) * 1000, statistics.median(bare_times) * 1000
 
 
+def sessions_per_second(client: Any, sessions: int, steps: int, repeats: int) -> float:
+    """Median over repeats of requests per second with `sessions` chains running at once on threads."""
+    figures = []
+    for _ in range(repeats):
+        with ModelServer(default=chain_reply(steps)) as server:
+            barrier = threading.Barrier(sessions + 1)
+            made: list[int] = []
+
+            def session(barrier: threading.Barrier, made: list[int], base_url: str) -> None:
+                barrier.wait()
+                made.append(client(base_url, steps))
+
+            threads = [
+                threading.Thread(target=session, args=(barrier, made, server.base_url))
+                for _ in range(sessions)
+            ]
+            for thread in threads:
+                thread.start()
+            barrier.wait()
+            started = time.perf_counter()
+            for thread in threads:
+                thread.join()
+            figures.append(sum(made) / (time.perf_counter() - started))
+    return statistics.median(figures)
+
+
+RSS_SCRIPT = textwrap.dedent("""
+    import resource, sys
+    sys.path.insert(0, sys.argv[3])
+    import loop_overhead as bench
+    getattr(bench, sys.argv[2])(sys.argv[1], 100)
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+""")
+
+
+def rss_mb(client: str, runs: int) -> float:
+    """Peak RSS (MB) of a fresh process that ran one 100-step chain with `client`."""
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    with ModelServer(default=chain_reply(100)) as server:
+        return statistics.median(
+            float(
+                subprocess.run(
+                    [sys.executable, "-c", RSS_SCRIPT, server.base_url, client, here],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout.split()[-1]
+            )
+            for _ in range(runs)
+        )
+
+
 def main() -> None:
     quick = "--quick" in sys.argv
     repeats = 2 if quick else 5
@@ -260,19 +329,36 @@ def main() -> None:
     overhead_ms_per_step(clock, run_agentcore, 5, 1)
     overhead_ms_per_step(clock, run_bare, 5, 1)
     print(f"python {sys.version.split()[0]}; median of {repeats} runs; client overhead per step (ms)")
-    for steps, target in ((20, 2.0), (100, 3.0)):
-        ours = overhead_ms_per_step(clock, run_agentcore, steps, repeats)
-        bare = overhead_ms_per_step(clock, run_bare, steps, repeats)
-        streamed = overhead_ms_per_step(clock, run_agentcore_streamed, steps, repeats)
-        verdict = "ok" if ours / bare <= target else "OVER TARGET"
-        print(
-            f"  {steps:>3}-step chain: agentcore {ours:6.3f} ms/step, bare requests {bare:6.3f} ms/step, "
-            f"ratio {ours / bare:4.2f}x (target <= {target:.0f}x) {verdict}"
-        )
-        print(f"  {steps:>3}-step chain: agentcore via agent.stream, one reader: {streamed:6.3f} ms/step")
+    clients = {
+        "bare `requests` loop": run_bare,
+        "agentcore": run_agentcore,
+        "agentcore, agent.stream": run_agentcore_streamed,
+    }
+    rows: dict[str, list[float]] = {name: [] for name in clients}
+    for steps in (20, 100):
+        for name, client in clients.items():
+            rows[name].append(overhead_ms_per_step(clock, client, steps, repeats))
+    for name, client in clients.items():
+        rows[name].append(sessions_per_second(client, 20, 10, repeats))
     runs = 5 if quick else 15
     imported = import_ms(runs)
-    print(f"  import agentcore (fresh process, in-process time): {imported:5.1f} ms (target < 45 ms)")
+    rss = {"bare `requests` loop": rss_mb("run_bare", 3), "agentcore": rss_mb("run_agentcore", 3)}
+    bare = rows["bare `requests` loop"]
+    print()
+    print(
+        "| | chain20 ms/step | chain100 ms/step | step 100 / step 20 "
+        "| 20 sessions at once, steps/s | RSS after 100 steps |"
+    )
+    print("|---|---|---|---|---|---|")
+    for name, (c20, c100, rate) in rows.items():
+        ratio = "" if name.startswith("bare") else f" ({c20 / bare[0]:.2f}×)"
+        ratio100 = "" if name.startswith("bare") else f" ({c100 / bare[1]:.2f}×)"
+        rate_ratio = "" if name.startswith("bare") else f" ({rate / bare[2]:.2f}×)"
+        memory = f"{rss[name]:.1f} MB" if name in rss else ""
+        cells = [f"{c20:.2f}{ratio}", f"{c100:.2f}{ratio100}", f"{c100 / c20:.2f}", f"{rate:.0f}{rate_ratio}"]
+        print(f"| {name} | {' | '.join(cells)} | {memory} |")
+    print()
+    print(f"  import agentcore (fresh process, in-process time): {imported:5.1f} ms (target <= 30 ms)")
     agent_ms, bare_ms = fresh_process_ratio(runs)
     print(
         f"  fresh process, import + agent + one reply: agentcore {agent_ms:5.1f} ms, "

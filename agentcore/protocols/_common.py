@@ -12,12 +12,18 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._utils.memo import Memo
 from ..config import PROVIDER_KEYS as _PROVIDER_KEYS
 from ..errors import AgentError
+
+if TYPE_CHECKING:
+    from .base import Request
+
+T = TypeVar("T")
 
 log = logging.getLogger("agentcore")
 
@@ -216,3 +222,30 @@ def generated_call_id(index: int, *seed: object) -> str:
 
 def data_url(media_type: str, data: str) -> str:
     return f"data:{media_type};base64,{data}"
+
+
+# ---------------------------------------------------------------- one entry's wire form, once per run
+
+
+def render_settings(request: Request) -> Hashable:
+    """What an entry's wire form depends on besides the entry: the capabilities, the media fallback."""
+    return (tuple(sorted(request.capabilities.items())), request.media_fallback)
+
+
+def rendered(
+    key: tuple[Any, ...],
+    render: Callable[[Any, Any, Request], T],
+    role: Any,
+    content: Any,
+    request: Request,
+    memo: Memo | None,
+) -> T:
+    """`render(role, content, request)` of one entry, remembered in `memo` (see `_utils/memo.py`).
+
+    `key` names the protocol, the role and `render_settings`; `memo` is `memo.active()`, fetched
+    once per request. A text entry costs next to nothing to render, so only part lists are
+    remembered. Callers never change what they get.
+    """
+    if memo is None or type(content) is not list:
+        return render(role, content, request)
+    return memo.recall((*key, *map(id, content)), content, lambda: render(role, content, request))

@@ -59,6 +59,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._utils.memo import active
 from .._utils.sse import SSEEvent
 from ..errors import AgentError
 from ..usage import Usage
@@ -67,6 +68,8 @@ from ._common import (
     cache_settings,
     check_provider,
     merge_body,
+    render_settings,
+    rendered,
     tool_choice,
     vendor_error,
 )
@@ -245,29 +248,21 @@ def _system_text(request: Request, output_tool: str | None) -> str:
 def _messages(request: Request) -> list[dict[str, Any]]:
     """History messages as Messages turns; consecutive same-role turns are merged."""
     turns: list[dict[str, Any]] = []
+    settings, memo = render_settings(request), active()
     for message in request.messages:
         role, content = message.get("role"), message.get("content")
-        if role in ("user", "compact"):
-            blocks = _user_blocks(content, request)
-            wire_role = "user"
-        elif role == "tool":
-            blocks = [_tool_result(result, request) for result in content or []]
-            wire_role = "user"
-        elif role == "assistant":
-            blocks = _assistant_blocks(content)
-            wire_role = "assistant"
-        elif role == "system":
+        if role == "system":
             continue
-        else:
-            raise AgentError(
-                f"cannot send a history message with role {role!r}", kind="request", retryable=False
-            )
+        wire_role, blocks = rendered(
+            ("anthropic", role, settings), _entry_blocks, role, content, request, memo
+        )
         if not blocks:
             continue
         if turns and turns[-1]["role"] == wire_role:
             turns[-1]["content"].extend(blocks)
         else:
-            turns.append({"role": wire_role, "content": blocks})
+            # A new list: the merge above and the sort below change it, never the remembered one.
+            turns.append({"role": wire_role, "content": list(blocks)})
     for turn in turns:
         # tool_result blocks must open the user turn that answers the calls.
         turn["content"].sort(key=lambda block: block.get("type") != "tool_result")
@@ -276,6 +271,17 @@ def _messages(request: Request) -> list[dict[str, Any]]:
         # support assistant message prefill"); the loop sends one after a reply without tool calls.
         turns.append({"role": "user", "content": [{"type": "text", "text": CONTINUE_TEXT}]})
     return turns
+
+
+def _entry_blocks(role: Any, content: Any, request: Request) -> tuple[str, list[dict[str, Any]]]:
+    """The wire role and blocks of one history entry (computed once per run, see `_utils/memo.py`)."""
+    if role in ("user", "compact"):
+        return "user", _user_blocks(content, request)
+    if role == "tool":
+        return "user", [_tool_result(result, request) for result in content or []]
+    if role == "assistant":
+        return "assistant", _assistant_blocks(content)
+    raise AgentError(f"cannot send a history message with role {role!r}", kind="request", retryable=False)
 
 
 def _user_blocks(content: Any, request: Request) -> list[dict[str, Any]]:
@@ -490,7 +496,9 @@ def _apply_cache(body: dict[str, Any], request: Request) -> None:
         blocks = body["messages"][-1]["content"]
         cacheable = [block for block in blocks if block.get("type") not in _UNCACHEABLE]
         if cacheable:
-            cacheable[-1]["cache_control"] = dict(control)
+            # A copy: the block itself may be remembered for the next request (see `_utils/memo.py`).
+            marked = {**cacheable[-1], "cache_control": dict(control)}
+            blocks[next(i for i, block in enumerate(blocks) if block is cacheable[-1])] = marked
     merge_body(body, cache.body, source="cache['body']", protected=PROTECTED_KEYS)
 
 

@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._utils.memo import active
 from .._utils.sse import SSEEvent
 from ..errors import AgentError
 from ..usage import Usage
@@ -30,6 +31,8 @@ from ._common import (
     generated_call_id,
     kind_for_status,
     merge_body,
+    render_settings,
+    rendered,
     short_hash,
     tool_choice,
     vendor_error,
@@ -215,26 +218,26 @@ adapter = ChatAdapter()
 def _messages(request: Request) -> list[dict[str, Any]]:
     system = _system_text(request)
     out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    settings, memo = render_settings(request), active()
     for message in request.messages:
         role, content = message.get("role"), message.get("content")
-        if role in ("user", "compact"):
-            out.append({"role": "user", "content": _user_content(content, request)})
-        elif role == "system":
-            out.append(
-                {"role": "system", "content": content if isinstance(content, str) else text_of(content)}
-            )
-        elif role == "assistant":
-            assistant = _assistant_message(content, request)
-            # An empty reply is stored in history but never sent (API.md §Details).
-            if assistant is not None:
-                out.append(assistant)
-        elif role == "tool":
-            out.extend(_tool_messages(content or [], request))
-        else:
-            raise AgentError(
-                f"cannot send a history message with role {role!r}", kind="request", retryable=False
-            )
+        out.extend(rendered(("chat", role, settings), _render_entry, role, content, request, memo))
     return out
+
+
+def _render_entry(role: Any, content: Any, request: Request) -> list[dict[str, Any]]:
+    """The wire messages of one history entry (computed once per run, see `_utils/memo.py`)."""
+    if role in ("user", "compact"):
+        return [{"role": "user", "content": _user_content(content, request)}]
+    if role == "system":
+        return [{"role": "system", "content": content if isinstance(content, str) else text_of(content)}]
+    if role == "assistant":
+        assistant = _assistant_message(content, request)
+        # An empty reply is stored in history but never sent (API.md §Details).
+        return [] if assistant is None else [assistant]
+    if role == "tool":
+        return _tool_messages(content or [], request)
+    raise AgentError(f"cannot send a history message with role {role!r}", kind="request", retryable=False)
 
 
 def _system_text(request: Request) -> str:

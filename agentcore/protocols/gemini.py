@@ -66,6 +66,7 @@ import logging
 import re
 from typing import Any
 
+from .._utils.memo import active
 from .._utils.sse import SSEEvent
 from ..errors import AgentError
 from ..usage import Usage
@@ -76,6 +77,8 @@ from ._common import (
     generated_call_id,
     kind_for_status,
     merge_body,
+    render_settings,
+    rendered,
     short_hash,
     tool_choice,
     vendor_error,
@@ -223,27 +226,30 @@ adapter = GeminiAdapter()
 
 def _contents(request: Request) -> list[dict[str, Any]]:
     contents: list[dict[str, Any]] = []
+    settings, memo = render_settings(request), active()
     for message in request.messages:
         role, content = message.get("role"), message.get("content")
-        if role in ("user", "compact"):
-            parts = _user_parts(content, request)
-            if parts:
-                contents.append({"role": "user", "parts": parts})
-        elif role == "assistant":
-            parts = _model_parts(content, request)
-            if parts:
-                contents.append({"role": "model", "parts": parts})
-        elif role == "tool":
-            contents.extend(_tool_contents(content or [], request))
-        elif role != "system":
-            raise AgentError(
-                f"cannot send a history message with role {role!r}", kind="request", retryable=False
-            )
+        contents.extend(rendered(("gemini", role, settings), _entry_contents, role, content, request, memo))
     if contents and contents[-1]["role"] == "model":
         # Gemini answers "Requests ending with a model turn are not supported"; the loop sends
         # one after a reply without tool calls.
         contents.append({"role": "user", "parts": [{"text": CONTINUE_TEXT}]})
     return contents
+
+
+def _entry_contents(role: Any, content: Any, request: Request) -> list[dict[str, Any]]:
+    """The contents of one history entry (computed once per run, see `_utils/memo.py`)."""
+    if role in ("user", "compact"):
+        parts = _user_parts(content, request)
+        return [{"role": "user", "parts": parts}] if parts else []
+    if role == "assistant":
+        parts = _model_parts(content, request)
+        return [{"role": "model", "parts": parts}] if parts else []
+    if role == "tool":
+        return list(_tool_contents(content or [], request))
+    if role != "system":
+        raise AgentError(f"cannot send a history message with role {role!r}", kind="request", retryable=False)
+    return []
 
 
 def _user_parts(content: Any, request: Request) -> list[dict[str, Any]]:

@@ -49,6 +49,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._utils.memo import active
 from .._utils.sse import SSEEvent
 from ..errors import AgentError
 from ..usage import Usage
@@ -58,6 +59,8 @@ from ._common import (
     check_provider,
     data_url,
     merge_body,
+    render_settings,
+    rendered,
     tool_choice,
     vendor_error,
 )
@@ -184,23 +187,25 @@ def _instructions(request: Request) -> str:
 
 def _input_items(request: Request) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
+    settings, memo = render_settings(request), active()
     for message in request.messages:
         role, content = message.get("role"), message.get("content")
-        if role in ("user", "compact"):
-            user = _user_content(content, request)
-            if user:
-                items.append({"role": "user", "content": user})
-        elif role == "system":
-            items.append({"role": "system", "content": text_of(content)})
-        elif role == "assistant":
-            items.extend(_assistant_items(content, request))
-        elif role == "tool":
-            items.extend(_tool_output_item(result, request) for result in content or [])
-        else:
-            raise AgentError(
-                f"cannot send a history message with role {role!r}", kind="request", retryable=False
-            )
+        items.extend(rendered(("responses", role, settings), _entry_items, role, content, request, memo))
     return items
+
+
+def _entry_items(role: Any, content: Any, request: Request) -> list[dict[str, Any]]:
+    """The input items of one history entry (computed once per run, see `_utils/memo.py`)."""
+    if role in ("user", "compact"):
+        user = _user_content(content, request)
+        return [{"role": "user", "content": user}] if user else []
+    if role == "system":
+        return [{"role": "system", "content": text_of(content)}]
+    if role == "assistant":
+        return list(_assistant_items(content, request))
+    if role == "tool":
+        return [_tool_output_item(result, request) for result in content or []]
+    raise AgentError(f"cannot send a history message with role {role!r}", kind="request", retryable=False)
 
 
 def _user_content(content: Any, request: Request) -> str | list[dict[str, Any]]:

@@ -1,0 +1,330 @@
+"""The per-run memo (agentcore/_utils/memo.py) never changes a request, byte for byte.
+
+Each case builds the request body of a sequence of sends twice: once with one memo active
+across all of them (what a run does), once with caching switched off; between sends the
+history is edited the ways a user may edit it (appended entries, a replaced list, a loaded
+history, an in-place edit of an entry). The bodies must be equal bytes, for all four protocols.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import json
+import tracemalloc
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentcore import Agent, context, tool
+from agentcore import history as h
+from agentcore._utils import memo as memo_module
+from agentcore._utils import tokens
+from agentcore._utils.memo import Memo, activated, snapshot
+from agentcore.protocols import get
+from agentcore.protocols.base import DEFAULT_CAPABILITIES, Request
+from agentcore.testing import ModelServer
+
+PROTOCOLS = ("chat", "responses", "anthropic", "gemini")
+PNG = "data:image/png;base64,iVBORw0KGgo="
+TOOLS = [{"name": "step", "description": "One step.", "input_schema": {"type": "object", "properties": {}}}]
+
+
+@contextmanager
+def caching(enabled: bool) -> Iterator[None]:
+    saved = memo_module.ENABLED
+    memo_module.ENABLED = enabled
+    try:
+        yield
+    finally:
+        memo_module.ENABLED = saved
+
+
+def body(history: list[dict[str, Any]], protocol: str, capabilities: dict[str, bool], fallback: str) -> bytes:
+    try:
+        return _body(history, protocol, capabilities, fallback)
+    except Exception as error:  # bad input (an edit put a number in a text): the same failure either way
+        return f"{type(error).__name__}: {error}".encode()
+
+
+def _body(
+    history: list[dict[str, Any]], protocol: str, capabilities: dict[str, bool], fallback: str
+) -> bytes:
+    ctx = context.build(
+        history,
+        system="Be brief.",
+        tools=TOOLS,
+        max_context_tokens=float("inf"),
+        protocol=protocol,
+        reasoning=capabilities.get("reasoning", False),
+    )
+    request = Request(
+        model="m",
+        messages=ctx.messages,
+        system=ctx.system,
+        tools=TOOLS,
+        base_url="http://127.0.0.1:1",
+        capabilities=capabilities,
+        media_fallback=fallback,
+    )
+    wire = get(protocol).build(request)
+    encoded = json.dumps(wire.body, ensure_ascii=False, separators=(",", ":"))
+    return f"{encoded} chars={ctx.chars} tokens={ctx.tokens}".encode()
+
+
+# ---------------------------------------------------------------- random histories
+
+texts = st.text(alphabet="ab é\n{}", max_size=8)
+scalars = st.one_of(st.integers(-3, 3), st.booleans(), st.floats(-2, 2, allow_nan=False), st.none(), texts)
+arguments = st.dictionaries(st.sampled_from(["n", "path", "flag"]), scalars, max_size=3)
+call_ids = st.sampled_from(["c1", "c2", "c3"])  # few ids: duplicates (a loaded history) come up
+
+
+@st.composite
+def user_entries(draw: st.DrawFn) -> dict[str, Any]:
+    if draw(st.booleans()):
+        return h.user(draw(texts))
+    parts: list[dict[str, Any]] = [{"type": "text", "text": draw(texts)}]
+    if draw(st.booleans()):
+        parts.append({"type": "image", "image": PNG, "media_type": "image/png"})
+    return h.user(parts)
+
+
+@st.composite
+def turn_entries(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """An assistant reply, and (mostly) the results of its calls."""
+    parts: list[dict[str, Any]] = []
+    if draw(st.booleans()):
+        parts.append({"type": "reasoning", "text": draw(texts)})
+    if draw(st.booleans()):
+        parts.append({"type": "text", "text": draw(texts)})
+    calls = draw(st.lists(st.tuples(call_ids, arguments), max_size=2))
+    entries = [h.assistant(parts, tool_calls=[{"id": i, "name": "step", "arguments": a} for i, a in calls])]
+    for call_id, _ in calls:
+        if draw(st.booleans()):
+            value = draw(st.one_of(texts, arguments, st.just([{"type": "image", "image": PNG}])))
+            result = {"content": value} if isinstance(value, list) else value
+            entries.append(h.tool(call_id, "step", result))
+        else:
+            entries.append(h.tool(call_id, "step", "fine"))
+    return entries
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = [draw(user_entries())]
+    for _ in range(draw(st.integers(0, 5))):
+        entries.extend(draw(st.one_of(turn_entries(), user_entries().map(lambda e: [e]))))
+    return entries
+
+
+def in_place_edit(history: list[dict[str, Any]], choice: int, value: Any) -> None:
+    """Change one leaf of one entry inside the dicts themselves (what a user or hook may do)."""
+    leaves = list(_leaves(history))
+    if not leaves:
+        return
+    container, key = leaves[choice % len(leaves)]
+    container[key] = value
+
+
+def _leaves(value: Any) -> Iterator[tuple[Any, Any]]:
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(item, (dict, list)):
+            yield from _leaves(item)
+        elif key not in ("role", "type", "tool_call_id"):
+            yield value, key
+
+
+edits = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), turn_entries()),
+        st.tuples(st.just("replace"), histories()),
+        st.tuples(st.just("load"), st.none()),
+        st.tuples(st.just("edit"), st.tuples(st.integers(0, 50), scalars)),
+    ),
+    max_size=4,
+)
+capability_sets = st.fixed_dictionaries(
+    {"image": st.booleans(), "reasoning": st.booleans(), "usage": st.booleans()}
+).map(lambda c: {**DEFAULT_CAPABILITIES, **c})
+
+
+def sends(first: list[dict[str, Any]], steps: list[tuple[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    history = first
+    yield history
+    for kind, arg in steps:
+        if kind == "append":
+            history.extend(arg)
+        elif kind == "replace":
+            history = arg
+        elif kind == "load":
+            history = json.loads(json.dumps(history))
+        else:
+            in_place_edit(history, *arg)
+        yield history
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    first=histories(),
+    steps=edits,
+    protocol=st.sampled_from(PROTOCOLS),
+    capabilities=capability_sets,
+    fallback=st.sampled_from(["strip", "error"]),
+)
+def test_the_same_bytes_with_and_without_the_memo(
+    first: list[dict[str, Any]],
+    steps: list[tuple[str, Any]],
+    protocol: str,
+    capabilities: dict[str, bool],
+    fallback: str,
+) -> None:
+    plain_first, plain_steps = copy.deepcopy(first), copy.deepcopy(steps)
+    with caching(False):
+        expected = [body(hist, protocol, capabilities, fallback) for hist in sends(plain_first, plain_steps)]
+    memo = Memo()
+    with caching(True), activated(memo):
+        # Every history twice: a hit must give what the miss gave.
+        got = [
+            (body(hist, protocol, capabilities, fallback), body(hist, protocol, capabilities, fallback))
+            for hist in sends(first, steps)
+        ]
+    assert got == [(e, e) for e in expected]
+
+
+# ---------------------------------------------------------------- the edits one by one
+
+
+def a_history() -> list[dict[str, Any]]:
+    return [
+        h.user("hi"),
+        h.assistant("look", tool_calls=[{"id": "c1", "name": "step", "arguments": {"n": 1}}]),
+        h.tool("c1", "step", "one"),
+    ]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_an_edit_in_place_is_seen(protocol: str) -> None:
+    history = a_history()
+    caps = dict(DEFAULT_CAPABILITIES)
+    cached, fresh = [], []
+    edits = [
+        lambda: None,
+        lambda: history[1]["content"][1]["input"].update(n=True),  # == 1 in Python, not on the wire
+        lambda: history[2]["content"][0]["output"].update(value="two"),
+        lambda: history[0].update(content=[{"type": "text", "text": "hello"}]),
+    ]
+    memo = Memo()
+    for edit in edits:
+        edit()
+        with activated(memo):
+            cached.append(body(history, protocol, caps, "error"))
+        with caching(False):
+            fresh.append(body(history, protocol, caps, "error"))
+    assert cached == fresh
+    assert len(set(cached)) == len(edits)  # every edit changed the request
+
+
+def test_the_memo_serves_hits() -> None:
+    history = a_history()
+    memo = Memo()
+    with activated(memo):
+        body(history, "chat", dict(DEFAULT_CAPABILITIES), "error")
+        filled = len(memo)
+        body(history, "chat", dict(DEFAULT_CAPABILITIES), "error")
+    assert filled > 0 and len(memo) == filled  # the second request adds nothing: all hits
+
+
+def test_a_capability_change_renders_again() -> None:
+    history = a_history()
+    history[1]["content"].insert(0, {"type": "reasoning", "text": "thinking"})
+    with activated(Memo()):
+        without = body(history, "chat", {**DEFAULT_CAPABILITIES, "reasoning": False}, "error")
+        with_reasoning = body(history, "chat", {**DEFAULT_CAPABILITIES, "reasoning": True}, "error")
+    assert b"reasoning_content" in with_reasoning and b"reasoning_content" not in without
+
+
+def test_no_memo_outside_a_run_means_no_caching() -> None:
+    assert memo_module.active() is None
+    content = [{"type": "text", "text": "abc"}]
+    assert tokens.message_chars({"role": "user", "content": content}) == 7
+    content[0]["text"] = "abcdef"
+    assert tokens.message_chars({"role": "user", "content": content}) == 10
+
+
+def test_snapshot_compares_scalars_by_type() -> None:
+    value = {"a": [1, {"b": 1.0}], "c": None, "d": "x"}
+    assert snapshot(value) == value
+    assert snapshot(value) != {"a": [True, {"b": 1.0}], "c": None, "d": "x"}
+    assert snapshot(value) != {"a": [1, {"b": 1}], "c": None, "d": "x"}
+    odd = {"a": bytearray(b"x")}  # a leaf that could change unseen is never a hit
+    assert snapshot(odd) != odd
+
+
+# ---------------------------------------------------------------- memory
+
+
+@tool
+def step(n: int) -> str:
+    """One step.
+
+    Args:
+        n: The step number.
+    """
+    return f"step {n}"
+
+
+def test_nothing_stays_behind_after_1000_steps() -> None:
+    """1,000 steps over 50 agents of 20 steps each: no agent's entries survive it."""
+    agents, steps = 50, 20
+
+    def reply(recorded: Any) -> dict[str, Any]:
+        done = sum(1 for m in recorded.body["messages"] if m["role"] == "tool")
+        server.log.clear()  # the server's own record of each request is not the agent's memory
+        server.requests.clear()
+        if done < steps:
+            return {"tool_calls": [{"name": "step", "arguments": {"n": done + 1}}]}
+        return {"text": "done"}
+
+    def one_agent() -> int:
+        agent = Agent(config={**config, "max_steps": steps + 5}, tools=[step])
+        assert agent.send("go").steps == steps + 1
+        size = _deep_size(agent.history)
+        agent.close()
+        return size
+
+    with ModelServer(default=reply) as server:
+        config = {
+            "base_url": server.base_url,
+            "model": "m",
+            "max_context_tokens": float("inf"),
+            "no_tool_rounds": 1,
+        }
+        one_agent()  # imports, the connection pool and the learned ratio, before measuring
+        gc.collect()
+        tracemalloc.start()
+        try:
+            baseline = tracemalloc.get_traced_memory()[0]
+            history_size = max(one_agent() for _ in range(agents))
+            gc.collect()
+            left = tracemalloc.get_traced_memory()[0] - baseline
+        finally:
+            tracemalloc.stop()
+    # A memo kept past its run would leave about one history per agent (50 of them) behind.
+    assert left < history_size * 2, (left, history_size)
+
+
+def _deep_size(value: Any) -> int:
+    import sys
+
+    size = sys.getsizeof(value)
+    if isinstance(value, dict):
+        size += sum(_deep_size(k) + _deep_size(v) for k, v in value.items())
+    elif isinstance(value, list):
+        size += sum(_deep_size(v) for v in value)
+    return size
