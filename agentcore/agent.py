@@ -24,9 +24,9 @@ from . import config as _config
 from ._utils.cancel import Signal, follow
 from ._utils.threads import owned_by, owner, spawn
 from .errors import AgentError
-from .events import Emitter, Feed, Listener, Listeners, Run, unstarted
+from .events import Emitter, Listener, Listeners, Run, start_stream
 from .hooks import Hooks, check_hooks
-from .inputs import check_callbacks, check_history, check_types, initial_tools, send_tools, user_message
+from .inputs import Overrides, check_callbacks, check_types, initial_tools, prepare_resume, prepare_send
 from .queues import Queues, queued_entry
 from .result import SendResult
 from .tools.handlers import FileTool
@@ -78,7 +78,10 @@ class Agent:
         session: Session | None = None,
     ) -> None:
         check_types(config=config, callbacks=callbacks, history=history, id=id, tools=tools)
-        _check_session(session, history)
+        if session is not None:
+            from .store import check_session  # loaded only with a session: import stays cheap
+
+            check_session(session, history)
         self._config = _config.resolve(config)
         self.tools: ToolSet = initial_tools(tools)
         self._callbacks: dict[str, Callable[..., Any]] = check_callbacks(callbacks)
@@ -132,7 +135,9 @@ class Agent:
             AgentError: bad config or input (nothing written), cancellation (`aborted`),
                 model errors that were not retried.
         """
-        overrides, message = self._prepare_send(input, config, history, tools, callbacks, hooks)
+        overrides, message = self._prepare_send(
+            input, config=config, history=history, tools=tools, callbacks=callbacks, hooks=hooks
+        )
         return self._run(overrides, message, cancel)
 
     def resume(
@@ -150,7 +155,7 @@ class Agent:
         Raises:
             AgentError: kind "request" when history is empty or ends with a compact message.
         """
-        return self._run(self._prepare_resume(config, callbacks), None, cancel)
+        return self._run(self._prepare_resume(config=config, callbacks=callbacks), None, cancel)
 
     def stream(self, input: Any, *, cancel: threading.Event | None = None, **kwargs: Any) -> Run:
         """Start the run `send(input, **kwargs)` would, and return at once with its `Run` of events.
@@ -233,7 +238,7 @@ class Agent:
             callbacks["on_compact"] = on_compact
         if on_retry is not None:
             callbacks["on_retry"] = on_retry
-        overrides = _Overrides(self._config, None, None, callbacks={}, hooks={})
+        overrides = Overrides(self._config, None, None, callbacks={}, hooks={})
         running, state = self._start(overrides, None, None, deliver=False, callbacks=callbacks)
         return str(self._drive(running, lambda: _loop.compact_run(state)))
 
@@ -280,50 +285,18 @@ class Agent:
 
     # ------------------------------------------------------------ internals
 
-    def _prepare_send(
-        self,
-        input: Any,
-        config: Mapping[str, Any] | None = None,
-        history: list[Message] | None = None,
-        tools: Any = None,
-        callbacks: Mapping[str, Callable[..., Any]] | None = None,
-        hooks: Mapping[str, Callable[..., Any]] | None = None,
-    ) -> tuple[_Overrides, Message]:
+    def _prepare_send(self, input: Any, **kwargs: Any) -> tuple[Overrides, Message]:
         """Check everything a send was given; nothing is written when something is wrong."""
         self._refuse_inside_run("send")
-        merged = _config.merge(self._config, config)
-        _config.check_sendable(merged)
-        message = user_message(input, merged)
-        overrides = _Overrides(
-            merged,
-            check_history(history),
-            send_tools(tools),
-            check_callbacks(callbacks, config=True),
-            check_hooks(hooks, at_send=True),
-        )
-        return overrides, message
+        return prepare_send(self._config, input, **kwargs)
 
-    def _prepare_resume(
-        self,
-        config: Mapping[str, Any] | None = None,
-        callbacks: Mapping[str, Callable[..., Any]] | None = None,
-    ) -> _Overrides:
+    def _prepare_resume(self, **kwargs: Any) -> Overrides:
         self._refuse_inside_run("resume")
-        merged = _config.merge(self._config, config)
-        _config.check_sendable(merged)
-        overrides = _Overrides(merged, None, None, check_callbacks(callbacks, config=True), {})
-        last = self.history[-1].get("role") if self.history else None
-        if last not in ("assistant", "tool", "user"):
-            raise AgentError(
-                "resume() needs a history that ends with an assistant, tool or user message; "
-                "use send() for new input",
-                kind="request",
-            )
-        return overrides
+        return prepare_resume(self._config, self.history, **kwargs)
 
     def _run(
         self,
-        overrides: _Overrides,
+        overrides: Overrides,
         message: Message | None,
         cancel: threading.Event | None,
         sinks: Sequence[Listener] = (),
@@ -339,7 +312,7 @@ class Agent:
 
     def _stream(
         self,
-        overrides: _Overrides,
+        overrides: Overrides,
         message: Message | None,
         cancel: threading.Event | None,
         launch: Callable[[Callable[[], None], str], Any] | None = None,
@@ -351,32 +324,15 @@ class Agent:
         """
         if cancel is not None and cancel.is_set():
             raise AgentError("the send was cancelled before it started", kind="aborted")
-        run_id = uuid.uuid4().hex
-        own = Signal()
-        feed = Feed(own)
-        feed.owner = self
-        unfollow = follow(cancel, own) if cancel is not None else None
 
-        def drive() -> None:
-            result, error = None, None
-            try:
-                result = self._run(overrides, message, own, sinks=(feed.push,), run_id=run_id)
-            except BaseException as exc:
-                error = exc
-                if not feed.started:
-                    for event in unstarted(self.id, run_id, exc):
-                        feed.push(event)
-            finally:
-                if unfollow is not None:
-                    unfollow()
-            feed.finish(result, error)
+        def run(own: Signal, sink: Listener, run_id: str) -> SendResult:
+            return self._run(overrides, message, own, sinks=(sink,), run_id=run_id)
 
-        (launch or _spawn)(drive, f"agentcore-stream-{self.id[:8]}")
-        return Run(feed, run_id)
+        return start_stream(self, run, cancel, launch or _spawn, f"agentcore-stream-{self.id[:8]}")
 
     def _start(
         self,
-        overrides: _Overrides,
+        overrides: Overrides,
         message: Message | None,
         cancel: threading.Event | None,
         *,
@@ -540,34 +496,6 @@ class Agent:
             raise AgentError(f"{what}() cannot be called from inside this agent's own run", kind="request")
 
 
-@dataclass
-class _Overrides:
-    """What a send writes back to the agent once it is sure to run."""
-
-    config: Mapping[str, Any]
-    history: list[Message] | None
-    tools: ToolSet | None
-    callbacks: dict[str, Callable[..., Any]]
-    hooks: Mapping[str, Callable[..., Any] | None]
-
-    def apply(self, agent: Agent) -> None:
-        agent._config = _config.Config(self.config)
-        if self.history is not None:
-            agent.history = self.history
-        if self.tools is not None:
-            agent.tools = self.tools
-        for name, callback in self.callbacks.items():
-            if callback is None:
-                agent._callbacks.pop(name, None)
-            else:
-                agent._callbacks[name] = callback
-        for name, hook in self.hooks.items():
-            if hook is None:
-                agent._hooks.pop(name, None)
-            else:
-                agent._hooks[name] = hook
-
-
 def _spawn(target: Callable[[], None], name: str) -> None:
     spawn(target, name=name)
 
@@ -579,15 +507,3 @@ def _close_pools(box: list[Any]) -> None:
             pool.close()
         except Exception:
             pass
-
-
-def _check_session(session: Any, history: Any) -> None:
-    if session is None:
-        return
-    # Loaded only for agents with a session, so that `import agentcore` stays cheap.
-    from .store import Session
-
-    if not isinstance(session, Session):
-        raise TypeError(f"session must come from store.session(id), got {type(session).__name__}")
-    if history is not None:
-        raise AgentError("pass history= or session=, not both: a session loads its history", kind="config")

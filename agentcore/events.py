@@ -18,11 +18,13 @@ import contextlib
 import contextvars
 import logging
 import threading
+import uuid
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._utils.cancel import Signal, follow
 from ._utils.notify import notify
 from .errors import AgentError
 
@@ -504,3 +506,39 @@ class Run:
     def __repr__(self) -> str:
         state = "done" if self.done else "running"
         return f"Run(run_id={self.run_id!r}, {state})"
+
+
+def start_stream(
+    owner: Any,
+    run: Callable[[Signal, Listener, str], Any],
+    cancel: threading.Event | None,
+    launch: Callable[[Callable[[], None], str], Any],
+    name: str,
+) -> Run:
+    """Start `run(own_cancel, sink, run_id)` on a thread from `launch`; return its `Run` at once.
+
+    The run's events go to the Run's feed; a run that never started (superseded or stopped
+    first) still gives its reader `agent_start` and `agent_end` with the error.
+    """
+    run_id = uuid.uuid4().hex
+    own = Signal()
+    feed = Feed(own)
+    feed.owner = owner
+    unfollow = follow(cancel, own) if cancel is not None else None
+
+    def drive() -> None:
+        result, error = None, None
+        try:
+            result = run(own, feed.push, run_id)
+        except BaseException as exc:
+            error = exc
+            if not feed.started:
+                for event in unstarted(owner.id, run_id, exc):
+                    feed.push(event)
+        finally:
+            if unfollow is not None:
+                unfollow()
+        feed.finish(result, error)
+
+    launch(drive, name)
+    return Run(feed, run_id)

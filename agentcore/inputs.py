@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from . import config as _config
 from ._utils.capabilities import media_kind
 from .errors import AgentError
+from .hooks import check_hooks
 from .tools.toolset import ToolSet, load
 
 Message = dict[str, Any]
@@ -153,3 +156,80 @@ def check_callbacks(callbacks: Any, *, config: bool = False) -> dict[str, Callab
             )
         checked[name] = callback
     return checked
+
+
+# ---------------------------------------------------------------- what a send writes back
+
+
+@dataclass
+class Overrides:
+    """What a send writes back to the agent once it is sure to run."""
+
+    config: Mapping[str, Any]
+    history: list[Message] | None
+    tools: ToolSet | None
+    callbacks: dict[str, Callable[..., Any]]
+    hooks: Mapping[str, Callable[..., Any] | None]
+
+    def apply(self, agent: Any) -> None:
+        agent._config = _config.Config(self.config)
+        if self.history is not None:
+            agent.history = self.history
+        if self.tools is not None:
+            agent.tools = self.tools
+        _write_back(agent._callbacks, self.callbacks)
+        _write_back(agent._hooks, self.hooks)
+
+
+def _write_back(target: dict[str, Any], given: Mapping[str, Any]) -> None:
+    """`None` removes a name; anything else replaces it."""
+    for name, value in given.items():
+        if value is None:
+            target.pop(name, None)
+        else:
+            target[name] = value
+
+
+def prepare_send(
+    current: Mapping[str, Any],
+    input: Any,
+    *,
+    config: Mapping[str, Any] | None = None,
+    history: list[Message] | None = None,
+    tools: Any = None,
+    callbacks: Mapping[str, Callable[..., Any]] | None = None,
+    hooks: Mapping[str, Callable[..., Any]] | None = None,
+) -> tuple[Overrides, Message]:
+    """Check everything a send was given against the agent's `current` config; raises, writes nothing."""
+    merged = _config.merge(current, config)
+    _config.check_sendable(merged)
+    message = user_message(input, merged)
+    overrides = Overrides(
+        merged,
+        check_history(history),
+        send_tools(tools),
+        check_callbacks(callbacks, config=True),
+        check_hooks(hooks, at_send=True),
+    )
+    return overrides, message
+
+
+def prepare_resume(
+    current: Mapping[str, Any],
+    history: list[Message],
+    *,
+    config: Mapping[str, Any] | None = None,
+    callbacks: Mapping[str, Callable[..., Any]] | None = None,
+) -> Overrides:
+    """Check a resume: the history must end where the model can go on (a trailing user input too)."""
+    merged = _config.merge(current, config)
+    _config.check_sendable(merged)
+    overrides = Overrides(merged, None, None, check_callbacks(callbacks, config=True), {})
+    last = history[-1].get("role") if history else None
+    if last not in ("assistant", "tool", "user"):
+        raise AgentError(
+            "resume() needs a history that ends with an assistant, tool or user message; "
+            "use send() for new input",
+            kind="request",
+        )
+    return overrides

@@ -177,3 +177,11 @@ def __getattr__(name: str) -> object:
 
         return PostgresStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def check_session(session: Any, history: Any) -> None:
+    """What `Agent(session=, history=)` accepts: a session from `store.session(id)`, and no history."""
+    if not isinstance(session, Session):
+        raise TypeError(f"session must come from store.session(id), got {type(session).__name__}")
+    if history is not None:
+        raise AgentError("pass history= or session=, not both: a session loads its history", kind="config")
