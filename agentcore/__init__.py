@@ -10,7 +10,7 @@ from .tools import ToolContext, tool
 from .usage import Usage
 
 if TYPE_CHECKING:
-    from . import compact, context, history, llm, output, store, text_tools
+    from . import compact, context, history, llm, output, skills, store, text_tools, usage
 
 __all__ = [
     "Agent",
@@ -23,17 +23,20 @@ __all__ = [
     "history",
     "llm",
     "output",
+    "skills",
     "store",
     "text_tools",
     "tool",
     "tools",
+    "usage",
 ]
 __version__ = "0.1.0"
 
 
-_LAZY = ("compact", "context", "history", "llm", "output", "store", "text_tools")
-# Integrations: `agentcore.skills`, and `agentcore.mcp` (whose SDK, an extra, loads only on connect()).
-_INTEGRATIONS = ("mcp", "skills")
+_LAZY = ("aio", "compact", "context", "history", "llm", "output", "store", "text_tools")
+# Integrations: `agentcore.skills`, `agentcore.mcp` and `agentcore.telemetry` (their SDKs, extras,
+# load only when used: connect(), instrument()).
+_INTEGRATIONS = ("mcp", "skills", "telemetry")
 
 
 def __getattr__(name: str) -> object:
