@@ -99,3 +99,18 @@ def test_a_vendored_copy_runs_an_agent_without_agentcore_importable(tmp_path: Pa
     )
     assert done.returncode == 0, done.stderr
     assert "5 {'type': 'json', 'value': 5}" in done.stdout
+
+
+def test_every_namespace_of_the_contract_is_an_attribute_and_loads_on_first_use() -> None:
+    """API.md §Package lists them; `agentcore.aio` once failed as an attribute (only `import` worked)."""
+    code = (
+        "import sys, agentcore\n"
+        "names = ['tools', 'history', 'context', 'compact', 'llm', 'text_tools', 'output', 'usage',\n"
+        "         'store', 'skills', 'aio', 'mcp', 'telemetry']\n"
+        "assert 'asyncio' not in sys.modules\n"
+        "for name in names:\n"
+        "    assert getattr(agentcore, name).__name__ == 'agentcore.' + name, name\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
