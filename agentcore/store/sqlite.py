@@ -119,20 +119,48 @@ class SQLiteStore(TextStore):
     def _connect(self) -> sqlite3.Connection:
         if self._connection is not None and self._pid == os.getpid():
             return self._connection
+        deadline = time.monotonic() + self.busy_timeout_s
+        delay = 0.005
+        while True:
+            try:
+                connection = self._open()
+                break
+            except sqlite3.OperationalError as exc:
+                # Two processes opening a new file at once: switching to WAL and creating the schema
+                # can answer "database is locked" at once (SQLite skips the busy handler where
+                # waiting could deadlock), so the setup itself waits out the other process.
+                if not _is_busy(exc) or time.monotonic() + delay > deadline:
+                    raise self._open_error(exc) from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 0.1)
+            except sqlite3.Error as exc:
+                raise self._open_error(exc) from exc
+        self._connection, self._pid = connection, os.getpid()
+        return connection
+
+    def _open(self) -> sqlite3.Connection:
+        connection = sqlite3.connect(
+            self.path, timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False
+        )
         try:
-            connection = sqlite3.connect(
-                self.path, timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False
-            )
             connection.execute("PRAGMA journal_mode = WAL")
             # In WAL mode NORMAL survives any crash of the process (the WAL is in the OS's hands
             # once written); only a power loss may roll back the last commits.
             connection.execute("PRAGMA synchronous = NORMAL")
             for statement in _SCHEMA:
                 connection.execute(statement)
-        except sqlite3.Error as exc:
-            raise AgentError(f"cannot open the session store {self.path!r}: {exc}", kind="config") from exc
-        self._connection, self._pid = connection, os.getpid()
+        except BaseException:
+            connection.close()
+            raise
         return connection
+
+    def _open_error(self, exc: sqlite3.Error) -> AgentError:
+        return AgentError(f"cannot open the session store {self.path!r}: {exc}", kind="config", cause=exc)
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
 
 
 class _write_transaction:
