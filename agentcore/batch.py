@@ -53,6 +53,8 @@ class Batch:
         self.failure: BaseException | None = None
         self._done = threading.Condition()
         self._threads: dict[int, threading.Thread] = {}
+        # Calls whose input a before_tool_call hook rewrote: their results report the new input.
+        self._rewritten: dict[str, ToolCall] = {}
 
     # ------------------------------------------------------------ scheduling
 
@@ -148,7 +150,7 @@ class Batch:
             # Cancel only once the failed call's error result is stored: cancelling first would
             # let close() answer it as interrupted.
             self.cancel.set()
-        self.state.events.tool_end(call, result)
+        self.state.events.tool_end(self._rewritten.get(call.id, call), result)
 
     def _fail(self, exc: BaseException) -> None:
         if self.failure is None:
@@ -162,16 +164,18 @@ class Batch:
         if problem is not None:
             return self._unknown(call, problem)
         input = call.arguments
-        decision = state.hooks.before_tool_call(state.hooks.call_view(call, input, state.history))
+        decision = None
+        if "before_tool_call" in state.hooks:
+            decision = state.hooks.before_tool_call(state.hooks.call_view(call, input, state.history))
         if decision is not None:
             if "block" in decision:
                 return denied_result(str(decision["block"]) if decision["block"] else None)
             if "input" in decision:
                 input = decision["input"]
-                problem = check_call(state.tools, call, input)
+                call = self._rewritten[call.id] = ToolCall(call.id, call.name, input)
+                problem = check_call(state.tools, call)
                 if problem is not None:
                     return problem
-                call = ToolCall(call.id, call.name, input)
         on_permission = events.callbacks.get("on_permission")
         if on_permission is not None:
             denied = self._ask(on_permission, call)
@@ -194,7 +198,7 @@ class Batch:
             )
         if scope.usage is not None:
             result = {**result, "sub_agent_usage": scope.usage.to_dict()}
-        if result.get("interrupted"):
+        if result.get("interrupted") or "after_tool_call" not in state.hooks:
             return result
         return self._after(call, input, result)
 
