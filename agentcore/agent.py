@@ -24,7 +24,7 @@ from . import config as _config
 from ._utils.cancel import Signal, follow
 from ._utils.threads import owned_by, owner, spawn
 from .errors import AgentError
-from .events import Emitter, Feed, Listener, Listeners, Run, unstarted
+from .events import Emitter, Listener, Listeners, Run, start_run
 from .hooks import Hooks, check_hooks
 from .inputs import check_callbacks, check_history, check_types, initial_tools, send_tools, user_message
 from .queues import Queues, queued_entry
@@ -317,28 +317,11 @@ class Agent:
         """
         if cancel is not None and cancel.is_set():
             raise AgentError("the send was cancelled before it started", kind="aborted")
-        run_id = uuid.uuid4().hex
-        own = Signal()
-        feed = Feed(own)
-        feed.owner = self
-        unfollow = follow(cancel, own) if cancel is not None else None
 
-        def drive() -> None:
-            result, error = None, None
-            try:
-                result = self._run(overrides, message, own, sinks=(feed.push,), run_id=run_id)
-            except BaseException as exc:
-                error = exc
-                if not feed.started:
-                    for event in unstarted(self.id, run_id, exc):
-                        feed.push(event)
-            finally:
-                if unfollow is not None:
-                    unfollow()
-            feed.finish(result, error)
+        def run(sinks: Sequence[Listener], run_id: str, own: Signal) -> SendResult:
+            return self._run(overrides, message, own, sinks=sinks, run_id=run_id)
 
-        (launch or _spawn)(drive, f"agentcore-stream-{self.id[:8]}")
-        return Run(feed, run_id)
+        return start_run(run, self, self.id, cancel, launch or _spawn)
 
     def _start(
         self,

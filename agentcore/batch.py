@@ -162,7 +162,9 @@ class Batch:
         if problem is not None:
             return self._unknown(call, problem)
         input = call.arguments
-        decision = state.hooks.before_tool_call(state.hooks.call_view(call, input, state.history))
+        decision = None
+        if "before_tool_call" in state.hooks:
+            decision = state.hooks.before_tool_call(state.hooks.call_view(call, input, state.history))
         if decision is not None:
             if "block" in decision:
                 return denied_result(str(decision["block"]) if decision["block"] else None)
@@ -189,7 +191,7 @@ class Batch:
             agent_id=state.agent_id,
             pool=state.pool,
         )
-        if result.get("interrupted"):
+        if result.get("interrupted") or "after_tool_call" not in state.hooks:
             return result
         return self._after(call, input, result)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+import uuid
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -323,6 +324,45 @@ class Feed:
             while not self.events and not self.done.is_set():
                 self.ready.wait(timeout)
             return self.events.popleft() if self.events else None
+
+
+def start_run(
+    run: Callable[[Sequence[Listener], str, Any], Any],
+    owner: Any,
+    agent_id: str,
+    cancel: threading.Event | None,
+    launch: Callable[[Callable[[], None], str], Any],
+) -> Run:
+    """Start `run(sinks, run_id, cancel_signal)` on a thread of its own; return the `Run` reading it.
+
+    `launch(drive, name)` starts that thread (aio.py hands it to a starter thread, so that an
+    event loop never waits for a thread to start). A run that never started (superseded or
+    stopped first) still gives its reader `agent_start` and `agent_end`.
+    """
+    from ._utils.cancel import Signal, follow
+
+    run_id = uuid.uuid4().hex
+    own = Signal()
+    feed = Feed(own)
+    feed.owner = owner
+    unfollow = follow(cancel, own) if cancel is not None else None
+
+    def drive() -> None:
+        result, error = None, None
+        try:
+            result = run((feed.push,), run_id, own)
+        except BaseException as exc:
+            error = exc
+            if not feed.started:
+                for event in unstarted(agent_id, run_id, exc):
+                    feed.push(event)
+        finally:
+            if unfollow is not None:
+                unfollow()
+        feed.finish(result, error)
+
+    launch(drive, f"agentcore-stream-{agent_id[:8]}")
+    return Run(feed, run_id)
 
 
 class Run:

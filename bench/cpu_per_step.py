@@ -73,7 +73,10 @@ def main() -> None:
     parser.add_argument("--stream", action="store_true")
     args = parser.parse_args()
     server = subprocess.Popen(
-        [sys.executable, "-c", SERVER, str(args.steps)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", SERVER, str(args.steps)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert server.stdout is not None
@@ -87,7 +90,8 @@ def main() -> None:
     finally:
         server.communicate("")
     mode = "agent.stream + reader" if args.stream else "send"
-    print(f"{statistics.median(figures):.3f} ms CPU/step ({mode}, {args.steps}-step chain, median of {args.runs})")
+    median = statistics.median(figures)
+    print(f"{median:.3f} ms CPU/step ({mode}, {args.steps}-step chain, median of {args.runs})")
 
 
 if __name__ == "__main__":
