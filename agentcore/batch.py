@@ -53,6 +53,8 @@ class Batch:
         self.failure: BaseException | None = None
         self._done = threading.Condition()
         self._threads: dict[int, threading.Thread] = {}
+        # Calls whose input a before_tool_call hook rewrote: their results report the new input.
+        self._rewritten: dict[str, ToolCall] = {}
 
     # ------------------------------------------------------------ scheduling
 
@@ -148,7 +150,7 @@ class Batch:
             # Cancel only once the failed call's error result is stored: cancelling first would
             # let close() answer it as interrupted.
             self.cancel.set()
-        self.state.events.tool_end(call, result)
+        self.state.events.tool_end(self._rewritten.get(call.id, call), result)
 
     def _fail(self, exc: BaseException) -> None:
         if self.failure is None:
@@ -170,10 +172,10 @@ class Batch:
                 return denied_result(str(decision["block"]) if decision["block"] else None)
             if "input" in decision:
                 input = decision["input"]
-                problem = check_call(state.tools, call, input)
+                call = self._rewritten[call.id] = ToolCall(call.id, call.name, input)
+                problem = check_call(state.tools, call)
                 if problem is not None:
                     return problem
-                call = ToolCall(call.id, call.name, input)
         on_permission = events.callbacks.get("on_permission")
         if on_permission is not None:
             denied = self._ask(on_permission, call)

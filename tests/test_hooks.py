@@ -76,14 +76,18 @@ def test_before_tool_call_rewrites_the_input_and_it_is_validated_again(server: M
     def rewrite(call: dict[str, Any]) -> dict[str, Any]:
         return {"input": {"n": 10}} if call["input"]["n"] == 1 else {"input": {"n": "two"}}
 
-    with make(server, hooks={"before_tool_call": rewrite}, tools=[RECORDER], no_tool_rounds=1) as agent:
-        events = collect(agent.stream("go"))
+    reported: list[dict[str, Any]] = []
+    agent = make(server, hooks={"before_tool_call": rewrite}, tools=[RECORDER], no_tool_rounds=1)
+    with agent:
+        events = collect(agent.stream("go", callbacks={"on_tool_result": reported.append}))
     assert ran == [{"n": 10}]
     first, second = results(agent)
     assert first == {"type": "text", "value": "ran with 10"}
     assert second["type"] == "error-text" and "input.n" in second["value"]
     starts = [e["input"] for e in events if e["type"] == "tool_execution_start"]
     assert starts == [{"n": 10}]
+    # The result reports the input the tool ran with.
+    assert sorted(str(r["input"]) for r in reported) == ["{'n': 'two'}", "{'n': 10}"]
     # History keeps what the model asked for: it is append-only.
     assert agent.history[1]["content"][0]["input"] == {"n": 1}
 
