@@ -456,10 +456,14 @@ def test_every_call_gets_exactly_one_result_when_cancelled_at_random_instants(ma
         "on_llm_start": lambda payload: current[0].reached("model"),
         "on_llm_event": lambda event: current[0].reached("stream"),
     }
-    runs, checked, stopped = 100, 0, dict.fromkeys(_RandomStop.PHASES, 0)
+    # At least 100 runs, and on until every stop moment was hit 4 times: on a busy machine a
+    # moment (a tool running, say) comes up less often, and that must not decide the verdict.
+    runs, most, checked, stopped = 100, 400, 0, dict.fromkeys(_RandomStop.PHASES, 0)
     with ModelServer(default=_random_reply(rng)) as server:
         agent = make_agent(server, tools=[add, slow], callbacks=callbacks, no_tool_rounds=1)
-        for run in range(runs):
+        for run in range(most):
+            if run >= runs and all(count > 3 for count in stopped.values()):
+                break
             before = copy.deepcopy(agent.history)
             cancel = threading.Event()
             target = _RandomStop.PHASES[run % len(_RandomStop.PHASES)]
@@ -473,7 +477,7 @@ def test_every_call_gets_exactly_one_result_when_cancelled_at_random_instants(ma
             assert agent.history[: len(before)] == before, f"run {run}: history was edited"
             assert check_history(agent.history) == [], f"run {run}"
             checked += 1
-    assert checked == runs
+    assert checked >= runs
     assert all(count > 3 for count in stopped.values()), stopped
 
 
