@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from proc_checks import alive, gone
 
 from agentcore import Agent, AgentError
 from agentcore.testing import ModelServer
@@ -135,24 +136,6 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 def arguments(folders: tuple[Path, Path], mode: str, tmp_path: Path) -> dict[str, str]:
     return {"prog": str(folders[1]), "mode": mode, "pids": str(tmp_path / "pids")}
-
-
-def alive(pid: int) -> bool:
-    """Whether `pid` is a live process (a zombie counts as gone: it runs nothing)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def gone(pids: list[int], within_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while any(alive(pid) for pid in pids):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def escaped_pids(tmp_path: Path, mode: str, within_s: float = 30.0) -> list[int]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from proc_checks import alive, gone
 
 from agentcore.tools.handlers import FileTool
 from agentcore.tools.runner import ToolPool
@@ -75,24 +76,6 @@ def tools(tmp_path_factory: pytest.TempPathFactory) -> ToolSet:
     folder = tmp_path_factory.mktemp("orphan_tools")
     (folder / "spawning.py").write_text(TOOLS)
     return scan(folder)
-
-
-def alive(pid: int) -> bool:
-    """Whether `pid` is a live process (a zombie counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def gone(pids: list[int], within_s: float = 2.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while any(alive(pid) for pid in pids):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def read_pids(path: Path, within_s: float = 10.0) -> list[int]:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from proc_checks import gone
 
 from agentcore import Agent, AgentError
 from agentcore.testing import ModelServer
@@ -64,23 +65,6 @@ def children() -> set[int]:
         if int(fields[1]) == os.getpid() and fields[0] != "Z":
             found.add(int(name))
     return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def gone(pids: set[int], within_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while any(alive(pid) for pid in pids):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def spawned_by(action: Callable[[], Any]) -> set[int]:
