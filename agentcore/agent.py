@@ -432,8 +432,15 @@ class Agent:
         """Run `body` on a worker thread and wait for it; Ctrl-C stops the run, then re-raises."""
         box: dict[str, Any] = {}
         unfollow = follow(cancel, running.cancel) if cancel is not None else None
+        # Ctrl-C can land before the thread exists (inside `Thread.start`): then the send is
+        # abandoned and a thread that starts afterwards must not run it.
+        gate = threading.Lock()
 
         def work() -> None:
+            with gate:
+                if box.get("abandoned"):
+                    return
+                box["begun"] = True
             with owned_by(self):
                 try:
                     box["result"] = body()
@@ -444,12 +451,14 @@ class Agent:
 
         # Set before the thread starts: its own callbacks may read `agent.running.thread`.
         running.thread = spawn(work, name=f"agentcore-run-{self.id[:8]}", start=False)
-        running.thread.start()
         try:
+            # Inside the `try`: on a busy machine the run can reach the model before `start()`
+            # returns here, and a Ctrl-C in that moment must still stop it.
+            running.thread.start()
             running.done.wait()
         except KeyboardInterrupt:
             running.cancel.set()
-            running.done.wait()
+            self._await_interrupted(running, box, gate)
             raise
         finally:
             if unfollow is not None:
@@ -462,6 +471,16 @@ class Agent:
                 f"the run failed: {type(error).__name__}: {error}", kind="unknown", cause=error
             ) from error
         return box["result"]
+
+    def _await_interrupted(self, running: Running, box: dict[str, Any], gate: threading.Lock) -> None:
+        """After Ctrl-C: wait for a run that has begun to close its history; abandon one that has not."""
+        with gate:
+            begun = bool(box.get("begun"))
+            box["abandoned"] = not begun
+        if begun:
+            running.done.wait()
+        else:
+            self._release(running)
 
     def _release(self, running: Running) -> None:
         """End `running`: clear `agent.running` if it is still this one, and wake its waiters."""

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from agentcore import Agent, AgentError, SendResult, ToolContext, Usage, tool
+from agentcore import agent as agent_module
 from agentcore.testing import ModelServer, Recorded
 
 pytestmark = pytest.mark.usefixtures("no_thread_leak")
@@ -726,6 +727,69 @@ def test_ctrl_c_during_a_model_reply_stops_the_run_at_once(
     assert time.monotonic() - t0 < 2
     assert agent.running is None
     assert [m["role"] for m in agent.history] == ["user"]
+
+
+class _InterruptedStart(threading.Thread):
+    """A run thread whose `start()` meets a Ctrl-C: after the run reached the model, or before it exists."""
+
+    def __init__(self, *args: Any, reached: threading.Event | None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reached = reached
+
+    def start(self) -> None:
+        if self.reached is None:
+            raise KeyboardInterrupt
+        super().start()
+        assert self.reached.wait(30)
+        raise KeyboardInterrupt
+
+
+def _spawn_interrupted(
+    monkeypatch: pytest.MonkeyPatch, reached: threading.Event | None
+) -> list[_InterruptedStart]:
+    made: list[_InterruptedStart] = []
+
+    def spawn(target: Callable[[], None], *, name: str, start: bool = True) -> threading.Thread:
+        thread = _InterruptedStart(target=target, name=name, daemon=True, reached=reached)
+        made.append(thread)
+        return thread
+
+    monkeypatch.setattr(agent_module, "spawn", spawn)
+    return made
+
+
+def test_ctrl_c_while_the_run_thread_is_starting_still_stops_the_run(
+    server: ModelServer, make_agent: MakeAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A busy machine can let the run reach the model before `Thread.start()` returns.
+    started = threading.Event()
+    server.add(slow_reply(started))
+    agent = make_agent(server)
+    made = _spawn_interrupted(monkeypatch, started)
+    with pytest.raises(KeyboardInterrupt):
+        agent.send("hi")
+    assert agent.running is None
+    made[0].join(30)
+    assert not made[0].is_alive()
+    assert [m["role"] for m in agent.history] == ["user"]
+
+
+def test_ctrl_c_before_the_run_thread_exists_abandons_the_run(
+    server: ModelServer, make_agent: MakeAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = make_agent(server)
+    made = _spawn_interrupted(monkeypatch, None)
+    with pytest.raises(KeyboardInterrupt):
+        agent.send("hi")
+    assert agent.running is None
+    # The thread object never ran; if it were started now it must not run the send.
+    threading.Thread.start(made[0])
+    made[0].join(30)
+    assert server.requests == []
+    assert [m["role"] for m in agent.history] == ["user"]
+    monkeypatch.undo()
+    server.add({"text": "again"})
+    assert agent.send("next").text == "again"
 
 
 # ---------------------------------------------------------------- more of stop, resume, compact
