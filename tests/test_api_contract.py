@@ -21,7 +21,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -458,7 +458,7 @@ def test_running_has_cancel_event_and_thread(srv: ModelServer, agents: list[Agen
 
 
 def test_stop_idle_false_and_running_true(srv: ModelServer, agents: list[Agent]) -> None:
-    srv.add({"text": "slow", "delay": 5})
+    srv.add({"text": "slow", "delay": 60})  # stop() must not wait for this stall
     agent = make(agents, srv)
     assert agent.stop() is False
     errors: list[AgentError] = []
@@ -472,10 +472,9 @@ def test_stop_idle_false_and_running_true(srv: ModelServer, agents: list[Agent])
     thread = threading.Thread(target=send)
     thread.start()
     _wait_for(lambda: agent.running is not None and srv.requests)
-    started = time.monotonic()
-    assert agent.stop() is True
-    assert time.monotonic() - started < 2
-    thread.join(5)
+    assert _returns(agent.stop) is True
+    thread.join(30)
+    assert not thread.is_alive()
     assert errors and errors[0].kind == "aborted"
     assert agent.running is None
     assert agent.history[0]["role"] == "user"  # written before the first request
@@ -496,7 +495,7 @@ def test_cancel_event_stops_the_send(srv: ModelServer, agents: list[Agent]) -> N
 
 
 def test_latest_instruction_wins(srv: ModelServer, agents: list[Agent]) -> None:
-    srv.add({"text": "slow", "delay": 5}, "second")
+    srv.add({"text": "slow", "delay": 60}, "second")  # the second send must not wait for this stall
     agent = make(agents, srv)
     errors: list[AgentError] = []
 
@@ -509,8 +508,9 @@ def test_latest_instruction_wins(srv: ModelServer, agents: list[Agent]) -> None:
     thread = threading.Thread(target=first)
     thread.start()
     _wait_for(lambda: len(srv.requests) == 1)
-    assert agent.send("second").text == "second"
-    thread.join(5)
+    assert _returns(lambda: agent.send("second")).text == "second"
+    thread.join(30)
+    assert not thread.is_alive()
     assert errors and errors[0].kind == "aborted"
 
 
@@ -1202,19 +1202,26 @@ def test_execute_schema_validation() -> None:
 
 def test_memory_tool_timeout_sets_ctx_cancel() -> None:
     cancelled = threading.Event()
+    release = threading.Event()
+    finished = threading.Event()
 
     def slow(input: dict[str, Any], ctx: ToolContext) -> str:
-        if ctx.cancel.wait(5):
+        if ctx.cancel.wait(60):
             cancelled.set()
+        release.wait(60)  # execute() must not wait for the tool to return
+        finished.set()
         return "late"
 
-    started = time.monotonic()
-    result = agentcore.tools.execute("slow", {}, [{"name": "slow", "execute": slow, "timeout": 0.1}])
-    assert time.monotonic() - started < 2
-    assert result["error"] == "timeout"
-    assert result["output"]["type"] == "error-text"
-    assert "timed out after 0.1 s" in result["output"]["value"]
-    assert cancelled.wait(2)
+    tools = [{"name": "slow", "execute": slow, "timeout": 0.1}]
+    try:
+        result = _returns(lambda: agentcore.tools.execute("slow", {}, tools))
+        assert not finished.is_set()  # returned while the tool still ran
+        assert result["error"] == "timeout"
+        assert result["output"]["type"] == "error-text"
+        assert "timed out after 0.1 s" in result["output"]["value"]
+        assert cancelled.wait(30)
+    finally:
+        release.set()
 
 
 def test_interrupted_result() -> None:
@@ -1577,21 +1584,24 @@ def test_network_and_timeout_kinds(srv: ModelServer) -> None:
     with pytest.raises(AgentError) as info:
         agentcore.llm.chat(base_url=f"http://127.0.0.1:{free_port()}/v1", model="m", messages=messages)
     assert info.value.kind == "network"
-    srv.add({"text": "late", "delay": 60})
-    started = time.monotonic()
+    srv.add({"text": "late", "delay": 60})  # returning at all proves the 60 s stall was cut
     with pytest.raises(AgentError) as info:
-        agentcore.llm.chat(base_url=srv.base_url, model="m", messages=messages, request_timeout=0.2)
-    assert info.value.kind == "timeout" and time.monotonic() - started < 1.5
+        _returns(
+            lambda: agentcore.llm.chat(
+                base_url=srv.base_url, model="m", messages=messages, request_timeout=0.2
+            )
+        )
+    assert info.value.kind == "timeout"
 
 
 def test_long_healthy_stream_is_not_cut_by_request_timeout(srv: ModelServer) -> None:
-    # The stream lasts several times request_timeout; each gap is far below it (a 5x margin for a
-    # busy machine's scheduling).
-    srv.add({"text": "a" * 40, "chunk_size": 4, "chunk_delay": 0.2})
+    # The stream outlasts request_timeout (30 gaps of at least 0.1 s = 3 s > 2 s); each gap is far
+    # below it (a 20x, 1.9 s margin for a busy machine's scheduling).
+    srv.add({"text": "a" * 120, "chunk_size": 4, "chunk_delay": 0.1})
     result = agentcore.llm.chat(
-        base_url=srv.base_url, model="m", messages=[{"role": "user", "content": "q"}], request_timeout=1.0
+        base_url=srv.base_url, model="m", messages=[{"role": "user", "content": "q"}], request_timeout=2.0
     )
-    assert result.text == "a" * 40
+    assert result.text == "a" * 120
 
 
 def test_api_key_never_leaks(srv: ModelServer, agents: list[Agent], caplog: pytest.LogCaptureFixture) -> None:
@@ -1927,11 +1937,35 @@ def test_empty_assistant_reply_stored_not_sent(srv: ModelServer, agents: list[Ag
     assert roles.count("assistant") == 0
 
 
-def _wait_for(condition: Any, timeout: float = 5) -> None:
+def _wait_for(condition: Any, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "condition never became true"
         time.sleep(0.01)
+
+
+def _returns(operation: Callable[[], Any], timeout: float = 30) -> Any:
+    """Runs `operation` in a thread and returns its value (or raises its error).
+
+    Fails instead of hanging when it has not returned within `timeout`: the callers make what
+    the operation must not wait for block far longer than that (60 s), so returning at all
+    proves it did not wait, however slowly the machine schedules.
+    """
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = operation()
+        except BaseException as error:  # handed to the caller below
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), f"did not return within {timeout} s"
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
 
 
 # ================================================================ Signatures (names and defaults)
@@ -2052,10 +2086,12 @@ def test_steps_and_usage_exclude_retries_but_include_compaction(
 def test_stop_with_a_blocked_memory_tool(srv: ModelServer, agents: list[Agent]) -> None:
     release = threading.Event()
     seen: list[ToolContext] = []
+    tool_threads: list[threading.Thread] = []
 
     def block(input: dict[str, Any], ctx: ToolContext) -> str:
         seen.append(ctx)
-        release.wait(10)
+        tool_threads.append(threading.current_thread())
+        release.wait(60)
         return "late"
 
     srv.add({"tool_calls": [{"name": "block", "id": "b1", "arguments": {}}]}, "never")
@@ -2072,10 +2108,10 @@ def test_stop_with_a_blocked_memory_tool(srv: ModelServer, agents: list[Agent]) 
     thread.start()
     try:
         _wait_for(lambda: bool(seen))
-        started = time.monotonic()
-        assert agent.stop() is True
-        assert time.monotonic() - started < 1  # does not wait for the thread
-        thread.join(5)
+        assert _returns(agent.stop) is True
+        assert not release.is_set()  # stop() did not wait for the tool's thread
+        thread.join(30)
+        assert not thread.is_alive()
         assert errors[0].kind == "aborted"
         assert seen[0].cancel.is_set()
         result = tool_results(agent.history)[0]
@@ -2083,7 +2119,8 @@ def test_stop_with_a_blocked_memory_tool(srv: ModelServer, agents: list[Agent]) 
         assert result["output"]["type"] == "error-text" and "interrupt" in result["output"]["value"].lower()
     finally:
         release.set()
-    time.sleep(0.05)
+    tool_threads[0].join(30)  # the tool has returned its late value
+    assert not tool_threads[0].is_alive()
     assert len(tool_results(agent.history)) == 1  # the late return value is dropped
 
 
@@ -2098,14 +2135,14 @@ def test_keyboard_interrupt_closes_history_and_reraises(srv: ModelServer, agents
 
     def block(input: dict[str, Any]) -> str:
         started.set()
-        release.wait(10)
+        release.wait(60)
         return "late"
 
     srv.add({"tool_calls": [{"name": "block", "id": "k1", "arguments": {}}]}, "never")
     agent = make(agents, srv, tools=[{"name": "block", "execute": block}])
 
     def interrupt() -> None:
-        if started.wait(5):
+        if started.wait(30):
             os.kill(os.getpid(), signal.SIGINT)
 
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -2303,7 +2340,7 @@ def test_file_tools_details(tmp_path: Path, srv: ModelServer, agents: list[Agent
             @tool(timeout=0.3)
             def hang() -> str:
                 \"\"\"Hang.\"\"\"
-                time.sleep(30)
+                time.sleep(120)
                 return "never"
 
 
@@ -2334,9 +2371,7 @@ def test_file_tools_details(tmp_path: Path, srv: ModelServer, agents: list[Agent
     streams = {e["stream"]: "".join(x["data"] for x in output if x["stream"] == e["stream"]) for e in output}
     assert "to stdout" in streams["stdout"] and "to stderr" in streams["stderr"]
     assert all(isinstance(e["data"], str) for e in output)
-    started = time.monotonic()
-    hung = agentcore.tools.execute("hang", {}, tools)
-    assert time.monotonic() - started < 5
+    hung = _returns(lambda: agentcore.tools.execute("hang", {}, tools))  # not the 120 s sleep
     assert hung["error"] == "timeout" and "timed out after 0.3 s" in hung["output"]["value"]
     died = agentcore.tools.execute("die", {}, tools)
     assert died["output"]["type"] == "error-text"
@@ -2363,7 +2398,7 @@ def test_superseded_send_applies_nothing(srv: ModelServer, agents: list[Agent]) 
     release = threading.Event()
 
     def held_finish(result: Any) -> None:
-        release.wait(30)  # A's run cannot end before the test has started B and C
+        release.wait(60)  # A's run cannot end before the test has started B and C
 
     srv.add("A", "C")
     agent = make(agents, srv, callbacks={"on_llm_finish": held_finish})
@@ -2389,7 +2424,7 @@ def test_superseded_send_applies_nothing(srv: ModelServer, agents: list[Agent]) 
     _wait_for(lambda: agent.running is not running_b, timeout=30)
     release.set()
     for thread in (a, b, c):
-        thread.join(10)
+        thread.join(30)
     assert isinstance(outcomes["B"], AgentError) and outcomes["B"].kind == "aborted"
     assert "B" not in [m["content"] for m in agent.history if m["role"] == "user"]
     assert agent.config["system"] == ""
@@ -2397,7 +2432,13 @@ def test_superseded_send_applies_nothing(srv: ModelServer, agents: list[Agent]) 
 
 
 def test_cancel_set_leaves_a_running_send_alone(srv: ModelServer, agents: list[Agent]) -> None:
-    srv.add({"text": "finished anyway", "delay": 0.3})
+    release = threading.Event()
+
+    def held(recorded: Any) -> str:
+        release.wait(60)  # the first send is still running while the second one is refused
+        return "finished anyway"
+
+    srv.add(held)
     agent = make(agents, srv)
     outcome: list[Any] = []
     thread = threading.Thread(target=lambda: outcome.append(agent.send("first")))
@@ -2405,10 +2446,13 @@ def test_cancel_set_leaves_a_running_send_alone(srv: ModelServer, agents: list[A
     _wait_for(lambda: len(srv.requests) == 1)
     event = threading.Event()
     event.set()
-    with pytest.raises(AgentError) as info:
-        agent.send("second", cancel=event)
-    assert info.value.kind == "aborted"
-    thread.join(5)
+    try:
+        with pytest.raises(AgentError) as info:
+            agent.send("second", cancel=event)
+        assert info.value.kind == "aborted"
+    finally:
+        release.set()
+    thread.join(30)
     assert outcome and outcome[0].text == "finished anyway"
 
 
@@ -2772,23 +2816,21 @@ def test_agent_file_tool_processes(tmp_path: Path, srv: ModelServer) -> None:
 
     stopper = threading.Thread(target=stop_once_hang_runs, args=(agent,))
     stopper.start()
-    started = time.monotonic()
     with pytest.raises(AgentError):
-        agent.send("hang")
-    stopper.join()
-    assert time.monotonic() - started < 5
+        _returns(lambda: agent.send("hang"), timeout=45)  # never the tool's 60 s sleep
+    stopper.join(30)
     assert "interrupt" in tool_results(agent.history)[-1]["output"]["value"].lower()
     # Garbage collection closes the agent: its idle tool processes go away.
     del agent
     gc.collect()
-    deadline = time.monotonic() + 3
+    deadline = time.monotonic() + 30
     while any(_pid_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not any(_pid_alive(p) for p in pids)
 
 
 def test_setting_running_cancel_stops_the_run(srv: ModelServer, agents: list[Agent]) -> None:
-    srv.add({"text": "slow", "delay": 5})
+    srv.add({"text": "slow", "delay": 60})  # the send must not wait for this stall
     agent = make(agents, srv)
 
     def cancel_later() -> None:
@@ -2798,30 +2840,33 @@ def test_setting_running_cancel_stops_the_run(srv: ModelServer, agents: list[Age
             running.cancel.set()
 
     threading.Thread(target=cancel_later).start()
-    started = time.monotonic()
     with pytest.raises(AgentError) as info:
-        agent.send("hi")
-    assert info.value.kind == "aborted" and time.monotonic() - started < 3
+        _returns(lambda: agent.send("hi"))
+    assert info.value.kind == "aborted"
 
 
 def test_stop_from_a_memory_tool(srv: ModelServer, agents: list[Agent]) -> None:
     returned: list[bool] = []
+    release = threading.Event()
 
     def quit_now(input: dict[str, Any], ctx: ToolContext) -> str:
         returned.append(agent.stop())
-        ctx.cancel.wait(2)
+        release.wait(60)  # the send must not wait for the tool that stopped it
         return "stopped"
 
     srv.add({"tool_calls": [{"name": "quit", "id": "q1", "arguments": {}}]}, "never")
     agent = make(agents, srv, tools=[{"name": "quit", "execute": quit_now}])
-    started = time.monotonic()
-    with pytest.raises(AgentError) as info:
-        agent.send("go")
-    assert info.value.kind == "aborted" and returned == [True] and time.monotonic() - started < 1.5
+    try:
+        with pytest.raises(AgentError) as info:
+            _returns(lambda: agent.send("go"))
+        assert not release.is_set()
+        assert info.value.kind == "aborted" and returned == [True]
+    finally:
+        release.set()
 
 
 def test_compact_stops_the_running_send(srv: ModelServer, agents: list[Agent]) -> None:
-    srv.add({"text": "slow", "delay": 5}, "SUMMARY")
+    srv.add({"text": "slow", "delay": 60}, "SUMMARY")  # compact() must not wait for this stall
     agent = make(agents, srv)
     errors: list[AgentError] = []
 
@@ -2834,8 +2879,9 @@ def test_compact_stops_the_running_send(srv: ModelServer, agents: list[Agent]) -
     thread = threading.Thread(target=send)
     thread.start()
     _wait_for(lambda: len(srv.requests) == 1)
-    assert agent.compact() == "SUMMARY"
-    thread.join(5)
+    assert _returns(agent.compact) == "SUMMARY"
+    thread.join(30)
+    assert not thread.is_alive()
     assert errors and errors[0].kind == "aborted"
     assert agent.history[-1] == {**agent.history[-1], "role": "compact", "content": "SUMMARY"}
 
@@ -2874,9 +2920,7 @@ def test_tool_calls_of_a_round_run_in_parallel(srv: ModelServer, agents: list[Ag
     calls = [{"name": "nap", "id": f"n{i}", "arguments": {}} for i in range(4)]
     srv.add({"tool_calls": calls}, "ok")
     agent = make(agents, srv, tools=[{"name": "nap", "execute": nap}], no_tool_rounds=1)
-    started = time.monotonic()
-    agent.send("go")
-    assert time.monotonic() - started < 30
+    agent.send("go")  # a broken barrier (calls not together) gives error results below
     assert [r["tool_call_id"] for r in tool_results(agent.history)] == ["n0", "n1", "n2", "n3"]
     assert [r["output"] for r in tool_results(agent.history)] == [{"type": "text", "value": "rested"}] * 4
 
@@ -3026,7 +3070,7 @@ def test_per_call_callbacks_run_concurrently(srv: ModelServer, agents: list[Agen
 
     def on_tool_call(payload: dict[str, Any]) -> None:
         if payload["tool_call_id"] == "c1":
-            waited.append(second_seen.wait(3))  # only returns early if c2's callback runs meanwhile
+            waited.append(second_seen.wait(30))  # only returns early if c2's callback runs meanwhile
         else:
             second_seen.set()
 

@@ -42,7 +42,7 @@ def _gate_tools(gates: dict[str, threading.Event]) -> list[dict[str, Any]]:
     def wait_for(input: dict[str, Any], ctx: ToolContext) -> str:
         gate = gates.get(input["name"])
         if gate is not None:
-            assert gate.wait(10)
+            assert gate.wait(30)
         return f"{input['name']} done"
 
     return [
@@ -360,14 +360,14 @@ def test_stop_during_a_tool_still_ends_the_stream_with_agent_end(
 
     def hang(input: dict[str, Any], ctx: ToolContext) -> str:
         started.set()
-        ctx.cancel.wait(10)
+        ctx.cancel.wait(60)
         return "late"
 
     tools = [{"name": "hang", "description": "Hang.", "input_schema": {"type": "object"}, "execute": hang}]
     server.add({"tool_calls": [{"name": "hang", "arguments": {}}]})
     agent = make_agent(server, tools=tools)
     run = agent.stream("go")
-    assert started.wait(10)
+    assert started.wait(30)
     agent.stop()
     with pytest.raises(AgentError) as caught:
         collect(run)
@@ -376,7 +376,8 @@ def test_stop_during_a_tool_still_ends_the_stream_with_agent_end(
 
 
 def test_stop_mid_stream_closes_the_open_reply(server: ModelServer, make_agent: MakeAgent) -> None:
-    server.add({"text": "a long reply " * 50, "chunk_size": 5, "chunk_delay": 0.01})
+    # The stream stalls after a few chunks until the client leaves: it cannot end before the stop.
+    server.add({"text": "a long reply " * 50, "chunk_size": 5, "stall_after": 4})
     agent = make_agent(server)
     run = agent.stream("talk")
     events: list[Event] = []
@@ -444,14 +445,14 @@ def test_leaving_the_with_block_stops_the_run(server: ModelServer, make_agent: M
 
     def hang(input: dict[str, Any], ctx: ToolContext) -> str:
         started.set()
-        ctx.cancel.wait(10)
+        ctx.cancel.wait(60)
         return "late"
 
     tools = [{"name": "hang", "description": "Hang.", "input_schema": {"type": "object"}, "execute": hang}]
     server.add({"tool_calls": [{"name": "hang", "arguments": {}}]})
     agent = make_agent(server, tools=tools)
     with agent.stream("go") as run:
-        assert started.wait(10)
+        assert started.wait(30)
     assert run.done and agent.running is None
     assert agent.history[-1]["content"][0]["output"]["type"] == "error-text"  # interrupted
 
@@ -462,7 +463,7 @@ def test_a_garbage_collected_run_stops(server: ModelServer, make_agent: MakeAgen
 
     def hang(input: dict[str, Any], ctx: ToolContext) -> str:
         started.set()
-        ctx.cancel.wait(10)
+        ctx.cancel.wait(60)
         ended.set()
         return "late"
 
@@ -470,17 +471,17 @@ def test_a_garbage_collected_run_stops(server: ModelServer, make_agent: MakeAgen
     server.add({"tool_calls": [{"name": "hang", "arguments": {}}]})
     agent = make_agent(server, tools=tools)
     run = agent.stream("go")
-    assert started.wait(10)
+    assert started.wait(30)
     del run
     gc.collect()
-    assert ended.wait(10)
+    assert ended.wait(30)
     running = agent.running
     if running is not None:
-        assert running.done.wait(10)
+        assert running.done.wait(30)
 
 
 def test_close_stops_a_run(server: ModelServer, make_agent: MakeAgent) -> None:
-    server.add({"text": "slow " * 100, "chunk_size": 5, "chunk_delay": 0.02})
+    server.add({"text": "slow " * 100, "chunk_size": 5, "stall_after": 2})  # cannot end on its own
     agent = make_agent(server)
     run = agent.stream("hi")
     run.close()
@@ -496,7 +497,7 @@ def test_close_stops_a_run(server: ModelServer, make_agent: MakeAgent) -> None:
 
 
 def _wait_until(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while not condition():
         assert time.monotonic() < deadline, "condition never held"
         time.sleep(0.001)
@@ -510,19 +511,19 @@ def test_a_run_superseded_before_it_started_still_ends_with_agent_end(
 
     def hang(input: dict[str, Any], ctx: ToolContext) -> str:
         in_tool.set()
-        ctx.cancel.wait(10)
+        ctx.cancel.wait(60)
         return "late"
 
     def hold_the_end(event: Event) -> None:
         if event["type"] == "agent_end" and event["run_id"] == first.run_id:
-            assert release_a.wait(10)
+            assert release_a.wait(30)
 
     tools = [{"name": "hang", "description": "Hang.", "input_schema": {"type": "object"}, "execute": hang}]
     server.add({"tool_calls": [{"name": "hang", "arguments": {}}]}, "third")
     agent = make_agent(server, tools=tools, no_tool_rounds=1)
     agent.subscribe(hold_the_end)
     first = agent.stream("a")
-    assert in_tool.wait(10)
+    assert in_tool.wait(30)
     running_a = agent.running
     second = agent.stream("b")
     _wait_until(lambda: agent.running is not running_a)
@@ -537,7 +538,7 @@ def test_a_run_superseded_before_it_started_still_ends_with_agent_end(
     assert caught.value.kind == "aborted"
     assert types(events) == ["agent_start", "agent_end"]
     assert check_order(events) == []
-    assert third.wait(10).text == "third"
+    assert third.wait(30).text == "third"
     assert [m["content"] for m in agent.history if m["role"] == "user"] == ["a", "c"]
     with pytest.raises(AgentError):
         first.wait()
@@ -626,15 +627,18 @@ def test_closing_a_run_from_inside_it_only_stops_it(server: ModelServer, make_ag
     server.add({"text": "a long reply " * 40, "chunk_size": 4})
     agent = make_agent(server)
     runs: list[Any] = []
+    have_run = threading.Event()
 
     def close_on_first_delta(event: Event) -> None:
-        if event["type"] == "message_update" and runs:
+        # The run may reach its first delta before stream() returned: wait for the Run object.
+        if event["type"] == "message_update" and have_run.wait(30) and not runs[0].done:
             runs[0].close()  # on the run's own thread: must not wait for itself
 
     agent.subscribe(close_on_first_delta)
     runs.append(agent.stream("hi"))
+    have_run.set()
     with pytest.raises(AgentError) as caught:
-        runs[0].wait(10)
+        runs[0].wait(30)
     assert caught.value.kind == "aborted"
 
 

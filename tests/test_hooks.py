@@ -329,10 +329,15 @@ def test_per_call_hooks_run_on_tool_threads(server: ModelServer) -> None:
 # ---------------------------------------------------------------- sequential execution
 
 
-def _timed(spans: dict[str, tuple[float, float]], lock: threading.Lock) -> Callable[..., str]:
+def _timed(
+    spans: dict[str, tuple[float, float]], lock: threading.Lock, together: dict[str, threading.Barrier]
+) -> Callable[..., str]:
     def work(input: dict[str, Any], ctx: ToolContext) -> str:
         started = time.monotonic()
-        ctx.cancel.wait(0.05)  # the call's work: long enough to overlap a call started with it
+        if input["name"] in together:  # passes only while its partners run too (else: error result)
+            together[input["name"]].wait()
+        else:
+            ctx.cancel.wait(0.05)  # the call's work
         with lock:
             spans[input["name"]] = (started, time.monotonic())
         return input["name"]
@@ -340,7 +345,10 @@ def _timed(spans: dict[str, tuple[float, float]], lock: threading.Lock) -> Calla
     return work
 
 
-def _timed_tools(sequential_names: set[str]) -> tuple[list[dict[str, Any]], dict[str, tuple[float, float]]]:
+def _timed_tools(
+    sequential_names: set[str], together: dict[str, threading.Barrier] | None = None
+) -> tuple[list[dict[str, Any]], dict[str, tuple[float, float]]]:
+    """Tools that record when each call ran; calls named in `together` wait for their barrier."""
     spans: dict[str, tuple[float, float]] = {}
     lock = threading.Lock()
     schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
@@ -349,7 +357,7 @@ def _timed_tools(sequential_names: set[str]) -> tuple[list[dict[str, Any]], dict
             "name": name,
             "description": "Timed work.",
             "input_schema": schema,
-            "execute": _timed(spans, lock),
+            "execute": _timed(spans, lock, together or {}),
             **({"execution_mode": "sequential"} if name in sequential_names else {}),
         }
         for name in ("par", "seq")
@@ -366,15 +374,15 @@ def assert_barrier(
 
 
 def test_a_sequential_tool_is_a_barrier_inside_a_parallel_round(server: ModelServer) -> None:
-    tools, spans = _timed_tools({"seq"})
+    # Calls on one side of the barrier still run together: a and b (c and d) meet at a rendezvous.
+    before, after = threading.Barrier(2, timeout=30), threading.Barrier(2, timeout=30)
+    tools, spans = _timed_tools({"seq"}, {"a": before, "b": before, "c": after, "d": after})
     names = [("par", "a"), ("par", "b"), ("seq", "S"), ("par", "c"), ("par", "d")]
     server.add(calls(*[(tool_name, {"name": n}) for tool_name, n in names]), "ok")
     with make(server, tools=tools, no_tool_rounds=1) as agent:
         agent.send("go")
+    assert [o["value"] for o in results(agent)] == ["a", "b", "S", "c", "d"]  # no broken rendezvous
     assert_barrier(spans, ["a", "b"], "S", ["c", "d"])
-    # Calls on one side of the barrier still run together.
-    assert spans["b"][0] < spans["a"][1] and spans["d"][0] < spans["c"][1]
-    assert [o["value"] for o in results(agent)] == ["a", "b", "S", "c", "d"]
 
 
 def test_tool_execution_sequential_runs_one_call_at_a_time_in_call_order(server: ModelServer) -> None:

@@ -318,7 +318,7 @@ def chart() -> dict[str, Any]:
 @tool
 def sleepy(ctx: ToolContext) -> str:
     """Wait until cancelled."""
-    ctx.cancel.wait(5)
+    ctx.cancel.wait(60)
     return "woke up"
 
 
@@ -940,24 +940,25 @@ class _Stopper:
 
     The stop is tied to an event of the run (a stream event, a tool result, the request reaching
     the server), never to a delay: on a busy machine a timer may fire before the run got there,
-    or after it ended. `stop_s` is how long `stop()` itself took.
+    or after it ended. `stopped` says `stop()` returned; `join()` fails if it has not within
+    30 s — what the tests stop (a stalled stream, a held reply) would block for far longer.
     """
 
     def __init__(self, agent: Agent) -> None:
         self.reached = threading.Event()
-        self.stop_s: float | None = None
-        self._thread = threading.Thread(target=self._stop, args=(agent,), name="test-stopper")
+        self.stopped = False
+        self._thread = threading.Thread(target=self._stop, args=(agent,), name="test-stopper", daemon=True)
         self._thread.start()
 
     def _stop(self, agent: Agent) -> None:
         if self.reached.wait(30):
-            started = time.monotonic()
             agent.stop()
-            self.stop_s = time.monotonic() - started
+            self.stopped = True
 
     def join(self) -> None:
         self.reached.set()  # a run that failed early must not leave the thread waiting
-        self._thread.join()
+        self._thread.join(30)
+        assert not self._thread.is_alive(), "stop() did not return"
 
 
 def held_open(item: dict[str, Any]) -> Callable[[Recorded], dict[str, Any]]:
@@ -995,7 +996,7 @@ def test_stop_mid_stream_keeps_the_text_that_arrived(
         agent.send("hi", callbacks={"on_llm_event": on_llm_event})
     stopper.join()
     assert raised.value.kind == "aborted"
-    assert stopper.stop_s is not None and stopper.stop_s < 2.0
+    assert stopper.stopped
     assert [m["role"] for m in agent.history] == ["user", "assistant"]
     assert agent.history[1]["content"][0]["text"].startswith("Here is the")
     assert_history_valid(agent.history)
@@ -1020,7 +1021,7 @@ def test_stop_mid_stream_with_calls_answers_every_call(
         agent.send("hi", callbacks={"on_llm_event": on_llm_event})
     stopper.join()
     assert raised.value.kind == "aborted"
-    assert stopper.stop_s is not None and stopper.stop_s < 2.0
+    assert stopper.stopped
     assert agent.history[0]["content"] == "hi"
     assert [m["role"] for m in agent.history] == ["user", "assistant", "tool"]
     assert len(parts_of(agent.history[1], "tool-call")) == 2
@@ -1064,7 +1065,7 @@ def test_stop_while_waiting_for_a_whole_reply(
         agent.send("hi")
     stopper.join()
     assert raised.value.kind == "aborted"
-    assert stopper.stop_s is not None and stopper.stop_s < 2.0
+    assert stopper.stopped
     assert [m["role"] for m in agent.history] == ["user"]
 
 

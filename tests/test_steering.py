@@ -20,7 +20,7 @@ def gated_tool(gate: threading.Event, started: threading.Event | None = None) ->
     def work(input: dict[str, Any], ctx: ToolContext) -> str:
         if started is not None:
             started.set()
-        assert gate.wait(10)
+        assert gate.wait(30)
         return "worked"
 
     return {"name": "work", "description": "Work.", "input_schema": {"type": "object"}, "execute": work}
@@ -48,7 +48,7 @@ def test_a_steer_from_another_thread_while_tools_run_is_delivered_after_the_tool
     server.add(call_work(), "Understood, only the bug.")
     agent = make_agent(server, tools=[gated_tool(gate, started)], no_tool_rounds=1)
     run = agent.stream("Refactor everything")
-    assert started.wait(10)
+    assert started.wait(30)
     steering = threading.Thread(target=agent.steer, args=("Stop refactoring; only fix the bug.",))
     steering.start()
     steering.join()
@@ -75,11 +75,11 @@ def test_steering_mode_one_at_a_time_and_all(server: ModelServer, make_agent: Ma
         with ModelServer([call_work(), call_work(), "done", "done"]) as srv:
             agent = make_agent(srv, tools=[gated_tool(gate, started)], no_tool_rounds=1, steering_mode=mode)
             run = agent.stream("go")
-            assert started.wait(10)
+            assert started.wait(30)
             agent.steer("s1")
             agent.steer("s2")
             gate.set()
-            run.wait(10)
+            run.wait(30)
             delivered: list[list[str]] = []
             seen: set[str] = set()
             for body in srv.requests[1:]:
@@ -149,7 +149,7 @@ def test_a_superseding_send_delivers_steers_before_its_input(
     server.add(call_work(), "reply to the new send")
     agent = make_agent(server, tools=[gated_tool(gate, started)], no_tool_rounds=1)
     first = agent.stream("old task")
-    assert started.wait(10)
+    assert started.wait(30)
     agent.steer("steer for the old task")
     result = agent.send("new task")
     gate.set()
@@ -187,14 +187,14 @@ def test_steers_survive_a_run_that_ends_another_way(
         server.add(call_work())
     agent = make_agent(server, tools=tools, **config)
     run = agent.stream("go")
-    assert started.wait(10)
+    assert started.wait(30)
     agent.steer("keep me")
     agent.follow_up("and me")
     if ending == "stop":
         agent.stop()
     gate.set()
     try:
-        run.wait(10)
+        run.wait(30)
     except AgentError:
         pass
     if ending == "error":
@@ -213,10 +213,10 @@ def test_follow_ups_wait_for_the_end_and_the_run_goes_on(server: ModelServer, ma
     server.add(call_work(), "first done", "summary written")
     agent = make_agent(server, tools=[gated_tool(gate, started)], no_tool_rounds=1)
     run = agent.stream("do the work")
-    assert started.wait(10)
+    assert started.wait(30)
     agent.follow_up("Then summarise what you changed.")
     gate.set()
-    result = run.wait(10)
+    result = run.wait(30)
     roles_and_text = [(m["role"], m.get("content") if m["role"] == "user" else None) for m in agent.history]
     assert roles_and_text == [
         ("user", "do the work"),
