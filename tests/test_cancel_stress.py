@@ -46,6 +46,7 @@ from agentcore.testing import ModelServer, Recorded
 # ---------------------------------------------------------------- constants
 
 RUNS = 300  # sends driven (each one possibly cancelled)
+MOST_RUNS = 3 * RUNS  # on past RUNS until every cancel phase was hit (a busy machine hits fewer)
 RUNS_PER_AGENT = 6  # sends on one agent (its history grows) before close() and the thread check
 SEED = 20240611
 
@@ -59,11 +60,11 @@ P_FAILURE = 0.12  # a reply that fails (and is retried)
 P_STALL = 0.03  # of which: a stall past request_timeout (slow: costs the timeout)
 P_TOOLS = 0.55  # a reply with tool calls
 P_STREAM = 0.85  # agents with stream=True
-REQUEST_TIMEOUT_S = 0.1
+REQUEST_TIMEOUT_S = 2.0  # far above any chunk gap (MAX_CHUNK_DELAY_S) a busy machine stretches
 MAX_CHUNK_DELAY_S = 0.003
 # Cooperative tools end within ms of ctx.cancel; the wait returns as soon as they have, and the
 # limit only has to outlast a busy machine's scheduling (2 cores beside a CPU hog).
-THREAD_GRACE_S = 10.0
+THREAD_GRACE_S = 30.0
 
 WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda")
 TOKEN = re.compile(r"\[r\d+\]")
@@ -90,7 +91,7 @@ def _boom(input: dict[str, Any]) -> str:
 
 
 def _sleepy(input: dict[str, Any], ctx: ToolContext) -> str:
-    ctx.cancel.wait(0.2)
+    ctx.cancel.wait(60)  # its 0.01 s timeout sets ctx.cancel; else its thread outlives the grace
     return "too late"
 
 
@@ -597,6 +598,12 @@ def drive_run(agent: Agent, harness: Harness, model: Model, number: int) -> tupl
 # ---------------------------------------------------------------- the test
 
 
+def _covered(harness: Harness) -> bool:
+    """Enough runs were cut, in every phase: whether a cut lands depends on scheduling."""
+    phases_hit = all(harness.stats[f"phase:{phase}"] > 0 for phase in CANCEL_PHASES)
+    return phases_hit and harness.stats["aborted"] > RUNS // 3
+
+
 @pytest.mark.timeout(900)  # 300 runs: minutes on a busy machine; the verdict does not depend on speed
 def test_random_cancellation_keeps_every_history_valid() -> None:
     started = time.monotonic()
@@ -607,7 +614,7 @@ def test_random_cancellation_keeps_every_history_valid() -> None:
     runs = 0
     stray_before = agentcore_threads()
     with ModelServer(default=model) as server:
-        while runs < RUNS:
+        while runs < RUNS or (runs < MOST_RUNS and not _covered(harness)):
             with harness.rng_lock:
                 stream = harness.rng.random() < P_STREAM
             box: list[Agent] = []
@@ -627,7 +634,7 @@ def test_random_cancellation_keeps_every_history_valid() -> None:
             )
             box.append(agent)
             for _ in range(RUNS_PER_AGENT):
-                if runs >= RUNS:
+                if runs >= MOST_RUNS or (runs >= RUNS and _covered(harness)):
                     break
                 runs += 1
                 found, _ = drive_run(agent, harness, model, runs)
@@ -646,7 +653,7 @@ def test_random_cancellation_keeps_every_history_valid() -> None:
     for line in violations[:20]:
         print("  VIOLATION", line)
     assert violations == []
-    assert harness.stats["aborted"] > RUNS // 3, "too few runs were actually cut"
+    assert harness.stats["aborted"] > RUNS // 3, f"too few runs were actually cut in {runs} runs"
     for phase in CANCEL_PHASES:
-        assert harness.stats[f"phase:{phase}"] > 0, f"no cancel happened in phase {phase}"
+        assert harness.stats[f"phase:{phase}"] > 0, f"no cancel happened in phase {phase} in {runs} runs"
     # How long it took is printed above, not asserted: that depends on the machine's load.

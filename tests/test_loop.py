@@ -205,7 +205,7 @@ def test_capabilities_tools_false_sends_no_tools_and_finishes(
 
 
 def test_parallel_tool_calls_run_concurrently(server: ModelServer, make_agent: MakeAgent) -> None:
-    barrier = threading.Barrier(4, timeout=5)
+    barrier = threading.Barrier(4, timeout=30)
 
     @tool
     def meet(i: int) -> int:
