@@ -11,6 +11,7 @@ import base64
 import dataclasses
 import datetime as dt
 import enum
+import functools
 import json
 import logging
 import math
@@ -2817,7 +2818,7 @@ def test_agent_file_tool_processes(tmp_path: Path, srv: ModelServer) -> None:
     stopper = threading.Thread(target=stop_once_hang_runs, args=(agent,))
     stopper.start()
     with pytest.raises(AgentError):
-        _returns(lambda: agent.send("hang"), timeout=45)  # never the tool's 60 s sleep
+        _returns(functools.partial(agent.send, "hang"), timeout=45)  # never the tool's 60 s sleep
     stopper.join(30)
     assert "interrupt" in tool_results(agent.history)[-1]["output"]["value"].lower()
     # Garbage collection closes the agent: its idle tool processes go away.
