@@ -19,7 +19,7 @@ def alive(pid: int) -> bool:
         return False
 
 
-def gone(pids: Iterable[int], within_s: float = 5.0) -> bool:
+def gone(pids: Iterable[int], within_s: float = 30.0) -> bool:
     """Poll until none of `pids` is alive; False if some still are after `within_s`."""
     pids = list(pids)
     deadline = time.monotonic() + within_s
