@@ -6,7 +6,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ def session() -> Iterator[requests.Session]:
 
 def post(server: ModelServer, body: dict[str, Any] | None = None, **kwargs: Any) -> requests.Response:
     body = {"model": "test-model", "messages": [{"role": "user", "content": "hi"}], **(body or {})}
-    kwargs.setdefault("timeout", 5)
+    kwargs.setdefault("timeout", 30)  # a busy machine may be slow; only a hang should fail
     return requests.post(server.base_url + CHAT, json=body, **kwargs)
 
 
@@ -56,6 +56,15 @@ def deltas(data: list[str]) -> list[dict[str, Any]]:
 
 def server_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("ModelServer")]
+
+
+def returns_within(call: Callable[[], object], join_s: float = 30.0) -> None:
+    """Run `call` in a thread; fail (instead of hanging) if it has not returned after `join_s`.
+    What the call must not wait for (a stalled client, a read timeout) lasts longer than that."""
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(join_s)
+    assert not thread.is_alive(), f"the call had not returned after {join_s} s"
 
 
 # ---------------------------------------------------------------- JSON replies
@@ -300,20 +309,26 @@ def test_drop_after_breaks_the_stream() -> None:
 
 
 def test_stall_after_times_out_the_client_and_close_is_fast() -> None:
-    with ModelServer([{"text": "stall in the middle of this", "stall_after": 2}]) as server:
-        response = stream(server, timeout=(2, 0.3))
+    server = ModelServer([{"text": "stall in the middle of this", "stall_after": 2}])
+    try:
+        # The stall lasts until close(), so the 2 s read timeout fires whatever the machine's speed;
+        # the chunks before the stall are written back to back, far within 2 s of each other.
+        response = stream(server, timeout=(30, 2))
         received = []
-        start = time.monotonic()
         with pytest.raises(requests.exceptions.ConnectionError):
             for line in response.iter_lines():
                 received.append(line)
-        assert time.monotonic() - start < 2
+        assert server.stalled.is_set()
+    finally:
+        returns_within(server.close)
     assert len([line for line in received if line]) == 2, "chunks before the stall arrive at once"
+    assert server_threads() == []
 
 
 def test_close_ends_a_stalled_handler_promptly() -> None:
     server = ModelServer([{"text": "stall forever", "stall_after": 1}])
-    response = stream(server, timeout=(2, 30))
+    # A read timeout far beyond returns_within's 30 s: only close() can end this read in time.
+    response = stream(server, timeout=(30, 120))
     outcome: list[BaseException | None] = []
 
     def read_all() -> None:
@@ -323,14 +338,13 @@ def test_close_ends_a_stalled_handler_promptly() -> None:
         except requests.exceptions.RequestException as exc:
             outcome.append(exc)
 
-    reader = threading.Thread(target=read_all)
+    reader = threading.Thread(target=read_all, daemon=True)
     reader.start()
-    time.sleep(0.1)
-    start = time.monotonic()
-    server.close()
-    assert time.monotonic() - start < 1
-    reader.join(2)
+    assert server.stalled.wait(30)
+    returns_within(server.close)
+    reader.join(30)
     assert not reader.is_alive() and outcome and outcome[0] is not None
+    assert not isinstance(outcome[0], requests.exceptions.Timeout), "close() ended the read"
     assert server_threads() == []
 
 
@@ -400,7 +414,7 @@ def test_requests_and_log_are_recorded_in_order() -> None:
     with ModelServer(["a", "b"]) as server:
         first = {"messages": [{"role": "user", "content": "first"}]}
         post(server, first, headers={"Authorization": "Bearer k"})
-        missing = requests.get(server.base_url + "/models?limit=2", timeout=5)
+        missing = requests.get(server.base_url + "/models?limit=2", timeout=30)
         post(server, {"messages": [{"role": "user", "content": "second"}]})
     assert [r["messages"][0]["content"] for r in server.requests] == ["first", "second"]
     assert [(r.method, r.path) for r in server.log] == [
@@ -441,7 +455,7 @@ def test_keep_alive_connection_is_reused(session: requests.Session) -> None:
     with ModelServer(default="ok") as server:
         for n in range(40):
             body = {"model": "m", "messages": [], "stream": n % 2 == 0}
-            response = session.post(server.base_url + CHAT, json=body, timeout=5)
+            response = session.post(server.base_url + CHAT, json=body, timeout=30)
             assert response.status_code == 200 and response.content
         assert server.connections == 1
         assert len(server.requests) == 40
@@ -458,13 +472,14 @@ def test_close_leaves_no_threads_or_sockets() -> None:
         with requests.Session() as idle, requests.Session() as client:
             server = ModelServer(["a", {"text": "stalled", "stall_after": 1}], default="z")
             # `idle` keeps its connection open (keep-alive) while the server closes
-            assert idle.post(server.base_url + CHAT, json={"stream": True}, timeout=5).ok
-            stalled = client.post(server.base_url + CHAT, json={"stream": True}, stream=True, timeout=5)
+            assert idle.post(server.base_url + CHAT, json={"stream": True}, timeout=30).ok
+            # The stalled client would wait 120 s: close() must end its connection, not wait.
+            stalled = client.post(
+                server.base_url + CHAT, json={"stream": True}, stream=True, timeout=(30, 120)
+            )
             next(stalled.iter_lines())
-            start = time.monotonic()
-            server.close()
-            server.close()
-            assert time.monotonic() - start < 1
+            assert server.stalled.wait(30)
+            returns_within(lambda server=server: (server.close(), server.close()))
             stalled.close()
     assert set(threading.enumerate()) <= threads_before
     assert open_fds() <= fds_before

@@ -49,13 +49,13 @@ def post(server: ModelServer, protocol: str, *, stream: bool, model: str = "test
         method = "streamGenerateContent?alt=sse" if stream else "generateContent"
         body: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
         return requests.post(
-            f"{server.base_url}/models/{model}:{method}", json=body, timeout=5, stream=stream
+            f"{server.base_url}/models/{model}:{method}", json=body, timeout=30, stream=stream
         )
     path, messages = ("/responses", "input") if protocol == "responses" else ("/messages", "messages")
     body = {"model": model, messages: [{"role": "user", "content": "hi"}], "stream": stream}
     if protocol == "anthropic":
         body["max_tokens"] = 1024
-    return requests.post(server.base_url + path, json=body, timeout=5, stream=stream)
+    return requests.post(server.base_url + path, json=body, timeout=30, stream=stream)
 
 
 def read(protocol: str, response: requests.Response, *, stream: bool) -> tuple[LLMResult, bool]:
@@ -288,13 +288,13 @@ def test_requests_are_routed_by_path_and_recorded() -> None:
     script = ["from chat", "from responses", "from anthropic", "from gemini", "from gemini stream"]
     with ModelServer(script) as server:
         chat = requests.post(
-            server.base_url + "/chat/completions", json={"model": "m", "messages": []}, timeout=5
+            server.base_url + "/chat/completions", json={"model": "m", "messages": []}, timeout=30
         )
         responses, _ = read("responses", post(server, "responses", stream=False), stream=False)
         anthropic, _ = read("anthropic", post(server, "anthropic", stream=False), stream=False)
         gemini, _ = read("gemini", post(server, "gemini", stream=False, model="gem-1"), stream=False)
         streamed, _ = read("gemini", post(server, "gemini", stream=True, model="gem-2"), stream=True)
-        unknown = requests.post(server.base_url + "/completions", json={}, timeout=5)
+        unknown = requests.post(server.base_url + "/completions", json={}, timeout=30)
     assert chat.json()["choices"][0]["message"]["content"] == "from chat"
     texts = [responses.text, anthropic.text, gemini.text, streamed.text]
     assert texts == ["from responses", "from anthropic", "from gemini", "from gemini stream"]

@@ -1,9 +1,13 @@
-"""Process checks the tool-process tests share: is a pid alive, and waiting until pids are gone."""
+"""Checks the tool tests share: is a pid alive, waiting until pids are gone, a call that must return."""
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def alive(pid: int) -> bool:
@@ -15,7 +19,7 @@ def alive(pid: int) -> bool:
         return False
 
 
-def gone(pids: Iterable[int], within_s: float = 5.0) -> bool:
+def gone(pids: Iterable[int], within_s: float = 30.0) -> bool:
     """Poll until none of `pids` is alive; False if some still are after `within_s`."""
     pids = list(pids)
     deadline = time.monotonic() + within_s
@@ -24,3 +28,23 @@ def gone(pids: Iterable[int], within_s: float = 5.0) -> bool:
             return False
         time.sleep(0.01)
     return True
+
+
+def returns_within(call: Callable[[], T], join_s: float = 30.0) -> T:
+    """Run `call` in a thread and give back its result; fail (not hang) if it is still busy after
+    `join_s`. The tests make whatever the call must NOT wait for block far longer than that."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = call()
+        except BaseException as error:  # handed to the test thread below
+            box["error"] = error
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(join_s)
+    assert not thread.is_alive(), f"the call had not returned after {join_s} s"
+    if "error" in box:
+        raise box["error"]
+    return box["result"]  # type: ignore[no-any-return]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from proc_checks import returns_within
 
 from agentcore._utils.cancel import Signal
 from agentcore.protocols.base import ToolCall
@@ -207,22 +207,26 @@ def test_on_output_errors_are_swallowed(caplog: pytest.LogCaptureFixture) -> Non
 
 def test_timeout_sets_ctx_cancel_and_reports_timed_out() -> None:
     seen: dict[str, Any] = {}
-    saw_cancel = threading.Event()
+    saw_cancel, release, finished = threading.Event(), threading.Event(), threading.Event()
 
     @tool(timeout=0.1)
     def slow(ctx: ToolContext) -> str:
         seen["ctx"] = ctx
-        if ctx.cancel.wait(5):
+        if ctx.cancel.wait(60):
             saw_cancel.set()
+        release.wait(60)  # still blocked after its timeout: the call must not wait for it
+        finished.set()
         return "late"
 
-    started = time.monotonic()
-    result = _run(adopt(slow), "slow", {})
-    assert time.monotonic() - started < 1
-    assert result["error"] == "timeout"
-    assert "timed out after 0.1 s" in result["output"]["value"]
-    assert seen["ctx"].cancel.is_set()
-    assert saw_cancel.wait(2), "the tool itself observed ctx.cancel"
+    try:
+        result = returns_within(lambda: _run(adopt(slow), "slow", {}))
+        assert not finished.is_set(), "the call returned while the tool was still blocked"
+        assert result["error"] == "timeout"
+        assert "timed out after 0.1 s" in result["output"]["value"]
+        assert saw_cancel.wait(30), "the tool itself observed ctx.cancel"
+        assert seen["ctx"].cancel.is_set()
+    finally:
+        release.set()
 
 
 def test_cancel_returns_at_once_while_the_tool_is_blocked_and_drops_the_late_return() -> None:
@@ -235,7 +239,7 @@ def test_cancel_returns_at_once_while_the_tool_is_blocked_and_drops_the_late_ret
         seen["ctx"] = ctx
         yield "before"
         started.set()
-        release.wait(5)
+        release.wait(60)
         try:
             yield "after"
             seen["resumed"] = True
@@ -244,44 +248,47 @@ def test_cancel_returns_at_once_while_the_tool_is_blocked_and_drops_the_late_ret
 
     outputs = Outputs()
     cancel = Signal()
-    result: dict[str, Any] = {}
+    tools = adopt({"name": "b", "execute": blocked})
 
-    def waiter() -> None:
-        result.update(
-            _run(adopt({"name": "b", "execute": blocked}), "b", {}, cancel=cancel, on_output=outputs)
-        )
-        result["returned_at"] = time.monotonic()
+    def cancel_once_started() -> None:
+        assert started.wait(30)
+        cancel.set()
 
-    thread = threading.Thread(target=waiter)
-    thread.start()
-    assert started.wait(2)
-    cancelled_at = time.monotonic()
-    cancel.set()
-    thread.join(2)
-    assert result["returned_at"] - cancelled_at < 0.1
+    threading.Thread(target=cancel_once_started, daemon=True).start()
+    try:
+        result = returns_within(lambda: _run(tools, "b", {}, cancel=cancel, on_output=outputs))
+        assert not finished.is_set(), "the tool was still blocked when the call returned"
+    finally:
+        release.set()
     assert result["interrupted"] is True and result["output"]["type"] == "error-text"
-    assert not release.is_set(), "the tool was still blocked when the call returned"
     assert seen["ctx"].cancel.is_set()
-    release.set()
-    assert finished.wait(2)
+    assert finished.wait(30)
     assert "resumed" not in seen, "a cancelled generator is not iterated further"
     assert [item["data"] for item in outputs.items] == ["before"], "nothing delivered after the return"
 
 
 def test_late_plain_return_is_never_delivered() -> None:
-    release = threading.Event()
-    done = threading.Event()
+    started, release, done = threading.Event(), threading.Event(), threading.Event()
 
     def slow(input: dict[str, Any]) -> str:
-        release.wait(5)
+        started.set()
+        release.wait(60)
         done.set()
         return "late"
 
     cancel = Signal()
-    threading.Timer(0.02, cancel.set).start()
-    result = _run(adopt({"name": "s", "execute": slow}), "s", {}, cancel=cancel)
-    release.set()
-    assert done.wait(2)
+
+    def cancel_once_started() -> None:
+        assert started.wait(30)
+        cancel.set()
+
+    threading.Thread(target=cancel_once_started, daemon=True).start()
+    try:
+        result = returns_within(lambda: _run(adopt({"name": "s", "execute": slow}), "s", {}, cancel=cancel))
+        assert not done.is_set(), "the call returned before the tool did"
+    finally:
+        release.set()
+    assert done.wait(30)
     assert result["interrupted"] is True and "late" not in str(result)
 
 
@@ -355,18 +362,27 @@ def test_execute_generates_a_call_id_and_accepts_a_plain_event() -> None:
 
 
 def test_execute_plain_event_interrupts_a_blocked_tool() -> None:
-    release = threading.Event()
+    started, release, done = threading.Event(), threading.Event(), threading.Event()
     cancel = threading.Event()
 
     def blocked(input: dict[str, Any]) -> str:
-        release.wait(5)
+        started.set()
+        release.wait(60)
+        done.set()
         return "late"
 
-    threading.Timer(0.05, cancel.set).start()
-    started = time.monotonic()
-    result = execute("b", {}, adopt({"name": "b", "execute": blocked}), cancel=cancel)
-    release.set()
-    assert result["interrupted"] is True and time.monotonic() - started < 1
+    def cancel_once_started() -> None:
+        assert started.wait(30)
+        cancel.set()
+
+    threading.Thread(target=cancel_once_started, daemon=True).start()
+    tools = adopt({"name": "b", "execute": blocked})
+    try:
+        result = returns_within(lambda: execute("b", {}, tools, cancel=cancel))
+        assert not done.is_set(), "execute() returned before the tool did"
+    finally:
+        release.set()
+    assert result["interrupted"] is True
 
 
 def test_execute_unknown_name_limit_and_on_output() -> None:

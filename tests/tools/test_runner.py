@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import enum
 import os
 import resource
+import signal
 import threading
 import time
 import uuid
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from proc_checks import alive, gone, returns_within
 
 from agentcore._utils.cancel import Signal
 from agentcore.tools import shape as shape_py
@@ -62,16 +65,26 @@ def _talk(input):
     return "talked"
 
 
+def _wait_for(path):
+    deadline = time.monotonic() + 30
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 def _stream(input):
     yield "a"
-    time.sleep(0.3)
-    yield "b"
+    # "b" only once the parent has received "a": a batching runner never gets there
+    yield "b" if _wait_for(input["got_a"]) else "a was not delivered while the tool ran"
 
 
 def _late(input):
     def later():
-        time.sleep(0.2)
-        print("LATE OUTPUT", flush=True)
+        if _wait_for(input["returned"]):
+            print("LATE OUTPUT", flush=True)
+            open(input["printed"], "w").close()
     threading.Thread(target=later).start()
     return "early"
 
@@ -83,9 +96,11 @@ def _raise(input):
 
 
 def _fork_then_crash(input):
-    if os.fork() == 0:
-        time.sleep(30)
+    child = os.fork()
+    if child == 0:
+        time.sleep(60)  # holds the pipes far longer than the test waits for the result
         os._exit(0)
+    print(child, flush=True)
     os._exit(3)
 
 
@@ -106,7 +121,7 @@ def _boom(output, input):
 def _ignore_term(input):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     print(os.getpid(), flush=True)
-    time.sleep(30)
+    time.sleep(60)
 
 
 def _sleeper(input):
@@ -116,9 +131,9 @@ def _sleeper(input):
 
 
 def _window(input):
-    start = time.time()
+    start = time.monotonic()  # CLOCK_MONOTONIC: one clock for every process of the machine
     time.sleep(0.3)
-    return [start, time.time()]
+    return [start, time.monotonic()]
 
 
 def _flood(input):
@@ -198,40 +213,24 @@ def run(
     return pool.run(file_tool(tools, name), input or {}, **options)
 
 
-def alive(pid: int) -> bool:
-    """Whether `pid` is a live process (a zombie counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def wait_gone(pid: int, within_s: float = 2.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
+def wait_gone(pid: int, within_s: float = 30.0) -> bool:
+    return gone([pid], within_s)
 
 
 class Collect:
-    """An on_output callback that remembers payloads (and when they came)."""
+    """An on_output callback that remembers payloads."""
 
     def __init__(self) -> None:
         self.payloads: list[dict[str, Any]] = []
-        self.times: list[float] = []
 
     def __call__(self, payload: dict[str, Any]) -> None:
         self.payloads.append(payload)
-        self.times.append(time.monotonic())
 
     def text(self, stream: str) -> str:
         return "".join(p["data"] for p in self.payloads if p["stream"] == stream)
 
     def first_pid(self) -> int:
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             text = self.text("stdout")
             if "\n" in text:
@@ -283,20 +282,33 @@ def test_stdout_stderr_and_programs_started_by_the_tool_reach_on_output(
     assert all(isinstance(p["data"], str) for p in seen.payloads)
 
 
-def test_generator_yields_arrive_as_they_happen(pool: ToolPool, tools: ToolSet) -> None:
-    run(pool, tools, "bump")  # warm
-    seen = Collect()
-    start = time.monotonic()
-    result = run(pool, tools, "stream", on_output=seen)
-    assert result == {"output": {"type": "text", "value": "ab"}}
+def test_generator_yields_arrive_as_they_happen(pool: ToolPool, tools: ToolSet, tmp_path: Path) -> None:
+    got_a = tmp_path / "got_a"
+
+    class TellTheTool(Collect):
+        def __call__(self, payload: dict[str, Any]) -> None:
+            super().__call__(payload)
+            if payload["stream"] == "yield" and payload["data"] == "a":
+                got_a.touch()  # the tool yields "b" only after this
+
+    seen = TellTheTool()
+    result = run(pool, tools, "stream", {"got_a": str(got_a)}, on_output=seen)
     assert [p["data"] for p in seen.payloads if p["stream"] == "yield"] == ["a", "b"]
-    assert seen.times[0] - start < 0.25 <= time.monotonic() - start
+    assert result == {"output": {"type": "text", "value": "ab"}}
 
 
-def test_output_written_after_the_call_returned_is_dropped(pool: ToolPool, tools: ToolSet) -> None:
+def test_output_written_after_the_call_returned_is_dropped(
+    pool: ToolPool, tools: ToolSet, tmp_path: Path
+) -> None:
+    returned, printed = tmp_path / "returned", tmp_path / "printed"
     first, second = Collect(), Collect()
-    assert run(pool, tools, "late", on_output=first)["output"]["value"] == "early"
-    time.sleep(0.3)
+    paths = {"returned": str(returned), "printed": str(printed)}
+    assert run(pool, tools, "late", paths, on_output=first)["output"]["value"] == "early"
+    returned.touch()  # the tool's thread prints only now, after the call returned ...
+    deadline = time.monotonic() + 30
+    while not printed.exists():  # ... and before the next call starts
+        assert time.monotonic() < deadline, "the late thread never printed"
+        time.sleep(0.01)
     run(pool, tools, "bump", on_output=second)
     assert "LATE" not in first.text("stdout") + second.text("stdout")
 
@@ -348,37 +360,49 @@ def test_every_failure_becomes_a_readable_result_and_the_pool_goes_on(
 
 
 def test_a_crash_is_seen_at_once_even_when_a_forked_child_lives_on(pool: ToolPool, tools: ToolSet) -> None:
-    run(pool, tools, "bump")  # warm
-    start = time.monotonic()
-    result = run(pool, tools, "fork_then_crash")
-    assert "exited with code 3" in result["error"] and time.monotonic() - start < 0.5
+    # The child holds the process's pipes for 60 s; the call must end with the crash, not with
+    # the pipes, so it returns well within returns_within's 30 s.
+    seen = Collect()
+    try:
+        result = returns_within(lambda: run(pool, tools, "fork_then_crash", on_output=seen))
+        assert "exited with code 3" in result["error"]
+    finally:
+        text = seen.text("stdout")
+        if text.strip():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(text.split()[0]), signal.SIGKILL)
 
 
 # ---------------------------------------------------------------- killing
 
 
 def test_a_tool_ignoring_sigterm_is_killed_at_its_timeout(pool: ToolPool, tools: ToolSet) -> None:
-    # Warm, so the tool runs (and prints its pid) well before its 0.3 s timeout on a busy machine.
+    # Warm, so the tool runs (and prints its pid) well before its 2 s timeout even on a busy machine.
     run(pool, tools, "bump")
     seen = Collect()
     start = time.monotonic()
-    result = run(pool, tools, "ignore_term", on_output=seen)
+    # The tool sleeps 60 s after ignoring SIGTERM: returning within 30 s means it was killed.
+    result = returns_within(lambda: run(pool, tools, "ignore_term", on_output=seen))
+    assert time.monotonic() - start >= 2.0, "not before its timeout (the runner waits 2 s)"
     assert result == {
         "output": {"type": "error-text", "value": "The tool timed out after 2 s and was stopped."},
         "error": "timeout",
     }
-    assert 2.0 <= time.monotonic() - start < 3.2
     assert wait_gone(seen.first_pid())
 
 
 def test_cancel_interrupts_the_call_at_once(pool: ToolPool, tools: ToolSet) -> None:
-    run(pool, tools, "bump")  # warm, so the kill is what is timed
     cancel, seen = Signal(), Collect()
-    threading.Timer(0.2, cancel.set).start()
-    start = time.monotonic()
-    result = run(pool, tools, "sleeper", cancel=cancel, on_output=seen)
+
+    def cancel_once_running() -> None:
+        seen.first_pid()  # the tool is inside its 120 s sleep
+        cancel.set()
+
+    threading.Thread(target=cancel_once_running, daemon=True).start()
+    result = returns_within(
+        lambda: run(pool, tools, "sleeper", {"seconds": 120}, cancel=cancel, on_output=seen)
+    )
     assert result["interrupted"] is True and result["output"]["type"] == "error-text"
-    assert time.monotonic() - start < 0.8
     assert wait_gone(seen.first_pid())
 
 
@@ -386,15 +410,18 @@ def test_kill_running_interrupts_every_busy_call(pool: ToolPool, tools: ToolSet)
     results: list[Any] = []
     outputs = [Collect(), Collect()]
     threads = [
-        threading.Thread(target=lambda c=c: results.append(run(pool, tools, "sleeper", on_output=c)))
+        threading.Thread(
+            target=lambda c=c: results.append(run(pool, tools, "sleeper", {"seconds": 120}, on_output=c))
+        )
         for c in outputs
     ]
     for thread in threads:
         thread.start()
     pids = [c.first_pid() for c in outputs]
-    pool.kill_running()
+    returns_within(pool.kill_running)
     for thread in threads:
-        thread.join(2)
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads), "a call outlived kill_running()"
     assert [r.get("interrupted") for r in results] == [True, True]
     assert not any(alive(pid) for pid in pids)
     assert run(pool, tools, "bump")["output"]["type"] == "json"
@@ -419,7 +446,7 @@ def test_calls_beyond_max_concurrency_queue(tools: ToolSet) -> None:
         for thread in threads:
             thread.start()
         for thread in threads:
-            thread.join(10)
+            thread.join(60)
     finally:
         capped.close()
     assert len(windows) == 4
@@ -430,19 +457,33 @@ def test_calls_beyond_max_concurrency_queue(tools: ToolSet) -> None:
 
 def test_a_queued_call_is_interrupted_by_its_cancel(tools: ToolSet) -> None:
     capped = ToolPool(max_concurrency=1)
-    blocker = threading.Thread(target=lambda: run(capped, tools, "sleeper", {"seconds": 0.6}))
+    stop_blocker, seen = Signal(), Collect()
+    blocker = threading.Thread(
+        target=lambda: run(capped, tools, "sleeper", {"seconds": 120}, cancel=stop_blocker, on_output=seen)
+    )
     blocker.start()
-    time.sleep(0.05)
     cancel = Signal()
-    threading.Timer(0.1, cancel.set).start()
-    start = time.monotonic()
+
+    def cancel_once_queued() -> None:
+        seen.first_pid()  # the blocker holds the only slot
+        deadline = time.monotonic() + 30
+        while True:  # the queued call is registered: it waits on the pool's condition
+            with capped._lock:
+                if len(capped._tickets) == 2:
+                    break
+            assert time.monotonic() < deadline, "the second call never queued"
+            time.sleep(0.01)
+        cancel.set()
+
+    threading.Thread(target=cancel_once_queued, daemon=True).start()
     try:
-        result = run(capped, tools, "bump", cancel=cancel)
-        elapsed = time.monotonic() - start
+        result = returns_within(lambda: run(capped, tools, "bump", cancel=cancel))
+        assert blocker.is_alive(), "the queued call returned while the slot was still taken"
     finally:
-        blocker.join(5)
+        stop_blocker.set()
+        blocker.join(30)
         capped.close()
-    assert result.get("interrupted") is True and elapsed < 0.45
+    assert result.get("interrupted") is True
 
 
 def test_crashed_and_killed_processes_leave_no_open_pipes_behind(tools: ToolSet) -> None:
@@ -451,9 +492,8 @@ def test_crashed_and_killed_processes_leave_no_open_pipes_behind(tools: ToolSet)
     def crash_and_kill() -> None:
         for name in ("os_exit", "segfault", "raise"):
             run(own, tools, name)
-        cancel = Signal()
-        threading.Timer(0.05, cancel.set).start()
-        run(own, tools, "sleeper", cancel=cancel)
+        cancel = Signal()  # set by the sleeper's first output: it is killed while it runs
+        run(own, tools, "sleeper", {"seconds": 120}, cancel=cancel, on_output=lambda _: cancel.set())
 
     try:
         crash_and_kill()
