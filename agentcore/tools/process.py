@@ -56,7 +56,6 @@ _STDERR_TAIL_BYTES = 4000
 _LIVENESS_POLL_S = 1.0
 # Output a finished call left in its pipes is read up to this much, then the rest waits.
 _DRAIN_LIMIT_BYTES = 4 << 20
-_GROUP_EXIT_WAIT_S = 0.02
 
 
 class Output:
@@ -344,20 +343,13 @@ class Process:
             _kill_descendants(self.pid, root_alive=self.popen.returncode is None)
         self._signal_group(signal.SIGKILL)
         self.popen.wait()
-        self._wait_group_gone(time.monotonic() + _GROUP_EXIT_WAIT_S)
+        self._wait_group_dead()
 
-    def _wait_group_gone(self, deadline: float) -> None:
-        """Give SIGKILLed members of the group (programs the tool started) a moment to die.
+    def _wait_group_dead(self) -> None:
+        """Wait (bounded) until the SIGKILLed members of the group — programs the tool started — are dead."""
+        from .worker import wait_dead
 
-        A killed process dies within a millisecond or so, but it stays a member (a zombie)
-        until init reaps it, which may take far longer; hence the short bound.
-        """
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(self.pid, 0)
-            except (ProcessLookupError, PermissionError):
-                return
-            time.sleep(0.002)
+        wait_dead(group=self.pid)
 
     def stop(self, *, close: bool) -> None:
         """terminate() + reap(); with `close`, also release the pipes (only their owner may)."""

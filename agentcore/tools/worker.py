@@ -38,7 +38,7 @@ import signal
 import sys
 import threading
 import types
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 # Every tool process pays for what is imported here, so the rest is imported where it is
@@ -104,6 +104,9 @@ _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 # A tree that keeps forking while it is frozen is walked at most this often, then killed as found.
 _MAX_TREE_WALKS = 100
+# How long a kill waits for SIGKILLed processes to be dead: they die within milliseconds
+# unless the machine is starved; the bound keeps a stuck kernel from hanging close().
+_DEATH_WAIT_S = 2.0
 
 
 def _prctl(option: int, value: int) -> bool:
@@ -216,7 +219,50 @@ def kill_descendants(root: int, spare: frozenset[int] = frozenset(), *, root_ali
         frozen.update(found)
     for pid in frozen:
         _signal(pid, signal.SIGKILL)
+    wait_dead(frozen)
     return sorted(frozen)
+
+
+def wait_dead(pids: Iterable[int] = (), *, group: int | None = None, timeout: float = _DEATH_WAIT_S) -> bool:
+    """Wait until the SIGKILLed `pids` and members of `group` are dead; False if `timeout` ran out.
+
+    SIGKILL does not kill before kill() returns: the process dies when the kernel next runs it,
+    which on a busy machine can take a while. Dead means gone or a zombie — a zombie only waits
+    for its parent to collect it, which the agent cannot hasten for processes it did not start.
+    """
+    import time
+
+    watched = list(pids)
+    deadline = time.monotonic() + timeout
+    while True:
+        if group is None:
+            watched = [pid for pid in watched if _is_running(pid)]
+        else:
+            table = _process_table()
+            members = [pid for pid, entry in table.items() if entry[1] == group and entry[3] not in "ZX"]
+            watched = [pid for pid in watched if table.get(pid, (0, 0, 0, "Z"))[3] not in "ZX"] + members
+        if not watched:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.001)
+
+
+def _is_running(pid: int) -> bool:
+    """True unless `pid` is gone or a zombie (Linux /proc; without it, only "gone" is seen)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except FileNotFoundError:
+        return False
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
 
 
 def descendants(root: int, spare: frozenset[int] = frozenset(), *, root_alive: bool = True) -> list[int]:

@@ -226,6 +226,22 @@ def test_escaped_descendants_of_an_idle_tool_process_die_at_close(
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_close_returns_only_once_the_escaped_descendants_are_dead(
+    mode: str, folders: tuple[Path, Path], tmp_path: Path, server: ModelServer, make_agent: MakeAgent
+) -> None:
+    """API.md: nothing the agent started outlives close() — dead when it returns, not soon after.
+
+    SIGKILL only marks a process; it dies when the kernel next runs it, so close() waits for that.
+    """
+    script(server, "escape_background", arguments(folders, mode, tmp_path), "done")
+    agent = make_agent(server, tools=load(folders[0]), no_tool_rounds=1)
+    assert agent.send("go").reason == "no-tool"
+    pids = escaped_pids(tmp_path, mode)
+    agent.close()
+    assert [pid for pid in pids if alive(pid)] == []
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_escaped_descendants_die_with_the_agents_process(
     mode: str, folders: tuple[Path, Path], tmp_path: Path
 ) -> None:
