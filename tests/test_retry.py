@@ -553,7 +553,8 @@ def test_stop_during_backoff_ends_the_send_at_once(server: ModelServer) -> None:
     )
     worker = Background(lambda: agent.send("hi"))
     assert entered.wait(JOIN_S)
-    assert agent.stop() is True
+    # stop() waits for the run to end: it too must return while the 60 s backoff is still on.
+    assert Background(agent.stop).join().result is True
     assert worker.join().agent_error().kind == "aborted"
     assert len(server.requests) == 1  # the 60 s backoff had not run out: no second attempt
 
