@@ -135,11 +135,15 @@ def test_a_call_past_its_timeout_is_an_error_result_and_is_cancelled(
 ) -> None:
     conn = connect(timeout=120)  # connecting may be slow on a busy machine: keep it out of the verdict
     assert conn.tools.handlers["slow"].timeout == 120  # the connection's timeout bounds each call
-    # The same tool with a short bound (what connect(timeout=1) gives each call, minus a slow connect).
-    slow = {**conn.tools.schema["slow"], "execute": conn.tools.handlers["slow"].execute, "timeout": 1}
+    # The same tool with a short bound (what connect(timeout=3) gives each call, minus a slow connect).
+    # 3 s: the call must reach the server (which records it started) before the bound cuts it, and
+    # on a busy machine that can take far longer than the milliseconds it takes here; the tool
+    # itself waits 60 s, so the bound is still what ends it.
+    slow = {**conn.tools.schema["slow"], "execute": conn.tools.handlers["slow"].execute, "timeout": 3}
     del slow["source"]
     result = tools.execute("slow", {"tag": "timeout"}, tools.adopt([slow]))
     assert result["error"] == "timeout"
+    assert (tmp_path / "timeout.started").exists()
     wait_for(tmp_path / "timeout.cancelled")
 
 

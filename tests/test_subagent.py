@@ -123,7 +123,7 @@ def test_bad_arguments_are_config_errors(server: ModelServer) -> None:
 def test_parallel_calls_run_in_their_own_copies(server: ModelServer) -> None:
     # Both children block until both have started: proves they run concurrently, and the
     # replies are chosen by the task each request carries (arrival order does not matter).
-    both_started = threading.Barrier(2, timeout=10)
+    both_started = threading.Barrier(2, timeout=60)  # a bound for a broken run, never a delay
 
     def child_reply(recorded: Recorded) -> dict[str, Any]:
         last = recorded.body["messages"][-1]
