@@ -44,12 +44,15 @@ class Blackhole:
             filler = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             filler.setblocking(False)
             self._fillers.append(filler)
-            if filler.connect_ex(("127.0.0.1", self.port)) != 0 and _connecting_to(self.port) > 0:
+            if filler.connect_ex(("127.0.0.1", self.port)) != 0 and _connecting_to(self.port):
                 return
 
     def connecting(self) -> int:
         """Clients (the fillers excluded) stuck in connect() to this port now."""
-        return max(0, _connecting_to(self.port) - (1 if _connecting_to_filler(self) else 0))
+        # Told apart by their own port: a filler may leave SYN_SENT at any time (its SYN
+        # retries run out), so "all minus the last filler" would miscount.
+        fillers = {_local_port(filler) for filler in self._fillers}
+        return sum(1 for port in _connecting_to(self.port) if port not in fillers)
 
     def wait_connecting(self, timeout: float) -> bool:
         """Wait until a client other than our own fillers is stuck connecting."""
@@ -74,29 +77,24 @@ class Blackhole:
         self.close()
 
 
-def _connecting_to_filler(hole: Blackhole) -> bool:
-    """Whether the last filler is itself still in SYN_SENT (it is what told us the queue is full)."""
-    last = hole._fillers[-1] if hole._fillers else None
-    if last is None:
-        return False
+def _local_port(sock: socket.socket) -> int:
     try:
-        last.getpeername()
+        return int(sock.getsockname()[1])
     except OSError:
-        return True
-    return False
+        return 0
 
 
-def _connecting_to(port: int) -> int:
-    """Sockets of this host in SYN_SENT towards 127.0.0.1:port (from /proc/net/tcp)."""
+def _connecting_to(port: int) -> list[int]:
+    """Local ports of this host's sockets in SYN_SENT towards 127.0.0.1:port (from /proc/net/tcp)."""
     target = f"0100007F:{port:04X}"
-    count = 0
+    ports: list[int] = []
     with open("/proc/net/tcp") as table:
         next(table)
         for line in table:
             fields = line.split()
             if fields[2] == target and fields[3] == _SYN_SENT:
-                count += 1
-    return count
+                ports.append(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
 
 
 class SilentPeer:

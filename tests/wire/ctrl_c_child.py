@@ -23,9 +23,12 @@ def one(phase: str, behaviour: str, cert: tuple[str, str]) -> str | None:
     with scenario(phase, behaviour, cert) as s:
         agent = Agent(config=s.config, callbacks=s.callbacks)
         ended = threading.Event()
+        seen: list[bool] = []
 
         def interrupt() -> None:
-            if s.reached(BOUND_S) and not ended.is_set():
+            # Interrupt even when the phase was not seen: the send would otherwise never end.
+            seen.append(s.reached(BOUND_S))
+            if not ended.is_set():
                 os.kill(os.getpid(), signal.SIGINT)
 
         helper = threading.Thread(target=interrupt)
@@ -41,6 +44,8 @@ def one(phase: str, behaviour: str, cert: tuple[str, str]) -> str | None:
             ended.set()
             helper.join()
             agent.close()
+        if seen != [True]:
+            return f"{phase}/{behaviour}: the phase was never reached ({outcome})"
         if outcome != "interrupted":
             return f"{phase}/{behaviour}: {outcome}"
         problems = history_problems(agent.history, s.input)
