@@ -12,6 +12,7 @@ request costs milliseconds.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +22,16 @@ import pytest
 
 from agentcore import Agent
 from agentcore.testing import ModelServer
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A shell starts background jobs (`cmd &`, nohup, CI runners) with SIGINT ignored, and
+    # Python then installs no KeyboardInterrupt handler — in this process or in the programs
+    # it starts, which inherit "ignored". The Ctrl-C tests need a real Ctrl-C: restore it here
+    # (a handled signal is reset to its default in a child, so children get Python's too).
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 # A skip whose reason starts with this is a case the wire cannot carry, not a missing component.
 NOT_APPLICABLE = "not applicable: "
