@@ -11,12 +11,12 @@ can read (`output`, plus `stop`, `error`, `interrupted` when they apply).
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .._utils.cancel import Signal, child
+from .._utils.ids import random_hex
 from .handlers import FileTool, MemoryTool
 from .memory import OnOutput, run_memory
 from .shape import (
@@ -168,7 +168,7 @@ def execute(
     tool_set = tools if isinstance(tools, ToolSet) else load(tools)
     if not isinstance(input, Mapping):
         return error_result(f"The input of tool {name!r} must be a dict, got {type(input).__name__}.")
-    call = _DirectCall(id=f"call_{uuid.uuid4().hex[:12]}", name=name, arguments=dict(input))
+    call = _DirectCall(id=f"call_{random_hex()[:12]}", name=name, arguments=dict(input))
     return run_call(
         tool_set, call, cancel=cancel, on_output=on_output, limit=limit, agent_id="", concurrency=concurrency
     )
