@@ -263,6 +263,9 @@ class Emitter:
 
     def llm_start(self, payload: dict[str, Any]) -> None:
         self._reply_open = False
+        if self.callbacks.get("on_llm_start") is not None or self._observers:
+            # Copies: a callback may edit them in place, and the loop renders the originals again.
+            payload = {**payload, "messages": [dict(m) for m in payload["messages"]]}
         self._callback("on_llm_start", payload)
         if self._observers:
             self.note("chat_start", payload)

@@ -213,7 +213,8 @@ def _custom(
 ) -> LLMResult:
     payload = {
         "system": request.system,
-        "messages": request.messages,
+        # Copies: the adapter may edit them in place, and the loop sends the originals again.
+        "messages": [dict(m) for m in request.messages],
         "tools": request.tools,
         "provider": request.provider,
         "output": request.output,

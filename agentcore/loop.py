@@ -300,6 +300,7 @@ def _attempt(state: Run, reminder: bool, feedback: AgentError | None) -> tuple[L
 def _attempt_in(state: Run, reminder: bool, feedback: AgentError | None, mode: str) -> tuple[LLMResult, Any]:
     config = state.config
     ctx = _context(state)
+    state.memo.built = list(map(id, ctx.messages))  # the adapters may reuse what they rendered of these
     messages = list(ctx.messages)
     if reminder:
         messages.append({"role": "user", "content": config["no_tool_prompt"]})

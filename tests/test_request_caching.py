@@ -75,6 +75,9 @@ def _body(
         reasoning=capabilities.get("reasoning", False),
         reuse=reuse,
     )
+    memo = memo_module.active()
+    if memo is not None:
+        memo.built = list(map(id, ctx.messages))  # what the loop does: the adapters may reuse them
     request = Request(
         model="m",
         messages=ctx.messages,
@@ -366,6 +369,28 @@ def test_an_edit_between_builds_gives_the_request_built_from_scratch(edit: Any) 
     assert body(history, "anthropic", caps, "error", reuse) == body(history, "anthropic", caps, "error")
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_growing_request_renders_only_the_new_entries(protocol: str) -> None:
+    history, reuse, caps = [h.user("go")], context.Reuse(), dict(DEFAULT_CAPABILITIES)
+    memo = Memo()
+    computed: list[int] = []
+    original = memo.recall
+
+    def counting(key: Any, source: Any, compute: Any) -> Any:
+        computed.append(1)
+        return original(key, source, compute)
+
+    memo.recall = counting  # type: ignore[method-assign]
+    for n in range(20):
+        history.extend(a_turn(n))
+        computed.clear()
+        with activated(memo):
+            cached = body(history, protocol, caps, "error", reuse)
+        assert cached == body(history, protocol, caps, "error")
+        # The two new entries (reply, result): their token counts and their wire forms only.
+        assert len(computed) <= 4, (n, len(computed))
+
+
 def test_a_prepare_request_hook_editing_messages_in_place_changes_its_own_request_only() -> None:
     def reply(recorded: Any) -> dict[str, Any]:
         done = sum(1 for m in recorded.body["messages"] if m["role"] == "tool")
@@ -388,6 +413,51 @@ def test_a_prepare_request_hook_editing_messages_in_place_changes_its_own_reques
     assert [m["content"] for m in bodies[1] if m["role"] == "user"] == ["edited by the hook"]
     assert [m["content"] for m in bodies[2] if m["role"] == "user"] == ["go"]
     assert not any(m["content"] == "edited by the hook" for later in bodies[2:] for m in later)
+
+
+def three_steps(recorded: Any) -> dict[str, Any]:
+    done = sum(1 for m in recorded.body["messages"] if m["role"] == "tool")
+    if done < 3:
+        return {"tool_calls": [{"name": "step", "arguments": {"n": done + 1}}]}
+    return {"text": "done"}
+
+
+def test_an_on_llm_start_callback_editing_messages_in_place_changes_no_request() -> None:
+    def on_llm_start(payload: dict[str, Any]) -> None:
+        for message in payload["messages"]:
+            message["content"] = "edited by the callback"
+
+    with ModelServer(default=three_steps) as server:
+        config = {"base_url": server.base_url, "model": "m", "no_tool_rounds": 1}
+        agent = Agent(config=config, tools=[step], callbacks={"on_llm_start": on_llm_start})
+        agent.send("go")
+        bodies = [r["messages"] for r in server.requests]
+    assert len(bodies) == 4
+    assert not any(m.get("content") == "edited by the callback" for later in bodies for m in later)
+
+
+def test_a_custom_adapter_editing_messages_in_place_changes_no_later_request() -> None:
+    from agentcore import Usage
+    from agentcore.protocols.base import LLMResult, make_result, tool_call_part
+
+    seen: list[list[Any]] = []
+
+    class Editing:
+        def chat(self, payload: dict[str, Any], **_: Any) -> LLMResult:
+            seen.append([m["content"] for m in payload["messages"]])
+            for message in payload["messages"]:
+                message["content"] = "edited by the adapter"
+            done = sum(1 for m in payload["messages"] if m["role"] == "tool")
+            if done < 2:
+                part = tool_call_part(f"c{done}", "step", {"n": done})
+                return make_result([part], Usage.of(1, 1), "tool_calls", None)
+            return make_result([{"type": "text", "text": "done"}], Usage.of(1, 1), "stop", None)
+
+    agent = Agent(
+        config={"model": Editing(), "no_tool_rounds": 1, "retry": lambda error: False}, tools=[step]
+    )
+    agent.send("go")
+    assert len(seen) >= 2 and all(contents[0] == "go" for contents in seen)
 
 
 # ---------------------------------------------------------------- memory

@@ -249,3 +249,44 @@ def rendered(
     if memo is None or type(content) is not list:
         return render(role, content, request)
     return memo.recall((*key, *map(id, content)), content, lambda: render(role, content, request))
+
+
+def rendered_all(
+    protocol: str,
+    render: Callable[[Any, Any, Request], list[T]],
+    request: Request,
+    memo: Memo | None,
+) -> list[T]:
+    """The wire forms of all `request.messages`, one `rendered` entry after another, concatenated.
+
+    Within a run, when the request opens with the messages the loop's context build made
+    (`memo.built`), the part for those that an earlier request of this protocol sent as the very
+    same objects is reused whole, so a request renders only what was added since. The build makes
+    new message objects whenever an entry they come from changed (`context.Reuse` checks the
+    entries against a snapshot), and code outside the library only ever gets copies of them
+    (hooks, callbacks, custom adapters). The earlier messages are kept alive here, so their ids
+    cannot be taken by other objects while compared. Other messages render entry by entry.
+    """
+    settings = render_settings(request)
+    messages = request.messages
+    built = memo.built if memo is not None else []
+    own = len(built) if built and list(map(id, messages[: len(built)])) == built else 0
+    out: list[T] = []
+    start = 0
+    key = (protocol, settings)
+    if memo is not None and own:
+        kept = memo.requests.get(key)
+        if kept is not None and built[: len(kept[1])] == kept[1]:
+            out, start = list(kept[2]), len(kept[1])
+
+    def add(begin: int, end: int) -> None:
+        for message in messages[begin:end]:
+            role, content = message.get("role"), message.get("content")
+            out.extend(rendered((protocol, role, settings), render, role, content, request, memo))
+
+    add(start, own)
+    if memo is not None and start < own:
+        memo.requests[key] = (messages[:own], list(built), list(out))
+    # What the loop adds after the build's messages (a reminder), or all of them when not its own.
+    add(max(start, own), len(messages))
+    return out
