@@ -28,6 +28,7 @@ from agentcore._utils import memo as memo_module
 from agentcore._utils import tokens
 from agentcore._utils.memo import Memo, activated, snapshot
 from agentcore.protocols import get
+from agentcore.protocols._common import encoded_body
 from agentcore.protocols.base import DEFAULT_CAPABILITIES, Request
 from agentcore.testing import ModelServer
 
@@ -88,7 +89,7 @@ def _body(
         media_fallback=fallback,
     )
     wire = get(protocol).build(request)
-    encoded = json.dumps(wire.body, ensure_ascii=False, separators=(",", ":"))
+    encoded = encoded_body(wire.body, memo)  # json.dumps of the body without a memo
     return f"{encoded} chars={ctx.chars} tokens={ctx.tokens}".encode()
 
 
@@ -389,6 +390,19 @@ def test_a_growing_request_renders_only_the_new_entries(protocol: str) -> None:
         assert cached == body(history, protocol, caps, "error")
         # The two new entries (reply, result): their token counts and their wire forms only.
         assert len(computed) <= 4, (n, len(computed))
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_the_body_text_of_earlier_messages_is_reused_and_equal_to_json_dumps(protocol: str) -> None:
+    history, reuse, caps = [h.user("go")], context.Reuse(), dict(DEFAULT_CAPABILITIES)
+    memo = Memo()
+    for n in range(10):
+        history.extend(a_turn(n))
+        with activated(memo):
+            cached = body(history, protocol, caps, "error", reuse)
+        assert cached == body(history, protocol, caps, "error")
+    if protocol != "anthropic":  # its turns merge entries: made anew for each request
+        assert memo.encoded and len(next(iter(memo.encoded.values()))[1]) >= 20
 
 
 def test_a_prepare_request_hook_editing_messages_in_place_changes_its_own_request_only() -> None:
