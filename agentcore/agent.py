@@ -14,7 +14,6 @@ to it would interleave.
 from __future__ import annotations
 
 import threading
-import uuid
 import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import config as _config
 from ._utils.cancel import Signal, follow
+from ._utils.ids import random_hex
 from ._utils.threads import owned_by, owner, spawn
 from .errors import AgentError
 from .events import Emitter, Listener, Listeners, Run, start_stream
@@ -92,7 +92,7 @@ class Agent:
         if session is not None:
             history = session.load()
         self.history: list[Message] = history if history is not None else []
-        self.id: str = id if id is not None else uuid.uuid4().hex
+        self.id: str = id if id is not None else random_hex()
         self.running: Running | None = None
         self._lock = threading.Lock()
         self._generation = 0
@@ -369,7 +369,7 @@ class Agent:
                 overrides.apply(self)
             events = Emitter(
                 self.id,
-                run_id or uuid.uuid4().hex,
+                run_id or random_hex(),
                 dict(callbacks or self._callbacks),
                 self._listeners,
                 sinks,

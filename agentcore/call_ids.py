@@ -15,18 +15,18 @@ version, or written by hand) is renamed on the way out only: history itself is n
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from ._utils.ids import random_hex
 from .history import Message, tool_calls_of
 from .protocols.base import LLMResult, ToolCall
 
 
 def fresh_id() -> str:
     """A new tool-call id (letters, digits and `_` only: Anthropic's pattern, OpenAI's 40-character limit)."""
-    return f"call_{uuid.uuid4().hex[:24]}"
+    return f"call_{random_hex()[:24]}"
 
 
 def used_ids(history: Sequence[Mapping[str, Any]]) -> set[str]:

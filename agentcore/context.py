@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._utils import tokens as _tokens
+from ._utils.memo import snapshot
 from .call_ids import paired
-from .history import Message, turns
+from .history import Message, tool_calls_of, tool_results_of, turns
 
 CONTINUE_PROMPT = "Continue the task from where the summary in the system prompt leaves off."
 HEAD_TURNS, HEAD_SHARE = 3, 0.2
@@ -47,6 +48,7 @@ def build(
     *,
     protocol: str | None = None,
     reasoning: bool = False,
+    reuse: Reuse | None = None,
 ) -> Context:
     """Select turns from `history` for one request and estimate its tokens.
 
@@ -58,9 +60,16 @@ def build(
         ratio: tokens per character (default 0.6).
         protocol: keep reasoning parts whose provider state belongs to this protocol.
         reasoning: keep readable reasoning text too (capabilities.reasoning).
+        reuse: what earlier builds of this history computed (one per run; see `Reuse`).
     """
     ratio = _tokens.DEFAULT_RATIO if ratio is None else ratio
     tool_list = _tool_list(tools)
+    if reuse is not None:
+        found = reuse.messages(history, protocol, reasoning)
+        if found is not None:
+            messages, chars = found
+            chars += len(system) + _tokens.tools_chars(tool_list)
+            return Context(messages, system, _tokens.estimate(chars, ratio), chars, None)
     # Duplicate call ids (a loaded history) are renamed first, so turns pair each result with its call.
     folded = turns(paired([m if isinstance(m, dict) else dict(m) for m in history]))
     summary_index = latest_summary(folded)
@@ -221,3 +230,95 @@ def _tool_list(tools: Any) -> list[dict[str, Any]]:
 
 def over_threshold(ctx: Context, max_context_tokens: float, threshold: float) -> bool:
     return not math.isinf(max_context_tokens) and ctx.tokens >= max_context_tokens * threshold
+
+
+# ---------------------------------------------------------------- one run's builds, extended
+
+
+class Reuse:
+    """The selected messages of a history prefix, extended by what a later build finds after it.
+
+        reuse = Reuse()                      # one per run
+        build(history, ..., reuse=reuse)     # the same as without `reuse`, entry for entry
+
+    During a run history grows at its end, and without a summary a request carries every turn:
+    the messages of `history[:k]` followed by those of `history[k:]`, as long as the cut at k
+    splits no turn (no result after it for a call before it, no assistant reply continuing one
+    before it) and no call id repeats. So each build folds only the entries after the prefix.
+
+    Trust rule: the prefix is reused only while a snapshot of its entries (`_utils/memo.py`:
+    containers copied, scalars compared by type) still equals them — an entry edited in place by
+    a hook, a replaced or shortened list, a loaded history all fail that check, and the build then
+    starts over from the whole history. The one comparison runs in C over shared strings, much
+    cheaper than folding again. Anything else — a summary in history, a repeated call id, an entry
+    that is not a dict — also takes the whole-history path, exactly as without `reuse`.
+    """
+
+    def __init__(self) -> None:
+        self._prefix: _Prefix | None = None
+
+    def messages(
+        self, history: Sequence[Mapping[str, Any]], protocol: str | None, reasoning: bool
+    ) -> tuple[list[Message], int] | None:
+        """(messages, their characters) for `history`, or None when it must be built whole."""
+        prefix = self._prefix
+        if prefix is None or prefix.settings != (protocol, reasoning) or not prefix.holds(history):
+            prefix = _Prefix((protocol, reasoning))  # starts over: the whole history is its tail
+        extended = prefix.extended(history[len(prefix.snapshot) :])
+        if extended is None:
+            self._prefix = None
+            return None
+        if extended.open_calls:
+            # A call still waiting for its result: its turn is folded again next time.
+            self._prefix = prefix
+            return extended.messages, extended.chars
+        self._prefix = extended
+        return list(extended.messages), extended.chars  # a copy: callers may append to theirs
+
+
+class _Prefix:
+    """The build of `history[:len(snapshot)]`: all of its turns, reduced, and what a cut needs."""
+
+    def __init__(self, settings: tuple[str | None, bool]) -> None:
+        self.settings = settings
+        self.snapshot: list[Any] = []
+        self.messages: list[Message] = []
+        self.chars = 0
+        self.calls: set[str] = set()  # call ids in it
+        self.unmatched: set[str] = set()  # result ids in it with no call in it
+        self.last_role: Any = None
+        self.open_calls = False  # a call in it has no result in it
+
+    def holds(self, history: Sequence[Mapping[str, Any]]) -> bool:
+        # The snapshot goes on the left, so its strict scalars decide the comparison.
+        size = len(self.snapshot)
+        if len(history) < size:
+            return False
+        return self.snapshot == (history[:size] if type(history) is list else list(history)[:size])
+
+    def extended(self, tail: Sequence[Any]) -> _Prefix | None:
+        """This prefix followed by `tail`, or None when the cut before `tail` splits a turn."""
+        if any(type(m) is not dict or m.get("role") == "compact" for m in tail):
+            return None
+        calls = [str(p.get("tool_call_id")) for m in tail for p in tool_calls_of(m)]
+        results = {str(p.get("tool_call_id")) for m in tail for p in tool_results_of(m)}
+        joins = bool(tail) and self.last_role == "assistant" and tail[0].get("role") == "assistant"
+        unique = len(set(calls)) == len(calls) and self.calls.isdisjoint(calls)
+        if joins or not unique or not self.calls.isdisjoint(results) or not self.unmatched.isdisjoint(calls):
+            return None
+        protocol, reasoning = self.settings
+        added = [
+            m
+            for turn in turns(list(tail))
+            for m in (_reduce(msg, protocol, reasoning) for msg in turn)
+            if m is not None
+        ]
+        grown = _Prefix(self.settings)
+        grown.snapshot = self.snapshot + [snapshot(m) for m in tail]
+        grown.messages = self.messages + added
+        grown.chars = self.chars + _tokens.messages_chars(added)
+        grown.calls = self.calls | set(calls)
+        grown.unmatched = self.unmatched | (results - grown.calls)
+        grown.last_role = tail[-1].get("role") if tail else self.last_role
+        grown.open_calls = not set(calls) <= results
+        return grown

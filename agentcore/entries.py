@@ -8,9 +8,9 @@ close_open_calls(history)        # interrupted results for calls a loaded histor
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any
 
+from ._utils.ids import random_hex
 from .call_ids import open_calls
 from .history import Message, tool_result_part
 from .protocols.base import LLMResult, ToolCall, tool_call_part
@@ -52,7 +52,7 @@ def tool_message(calls: list[dict[str, Any]], results: list[dict[str, Any]]) -> 
 
 def append_to(history: list[Message], message: Message) -> None:
     """Append an entry the library created, stamped with `id` and `created_at`."""
-    message.setdefault("id", uuid.uuid4().hex)
+    message.setdefault("id", random_hex())
     message.setdefault("created_at", time.time())
     history.append(message)
 

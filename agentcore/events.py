@@ -18,13 +18,13 @@ import contextlib
 import contextvars
 import logging
 import threading
-import uuid
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._utils.cancel import Signal, follow
+from ._utils.ids import random_hex
 from ._utils.notify import notify
 from .errors import AgentError
 
@@ -263,6 +263,9 @@ class Emitter:
 
     def llm_start(self, payload: dict[str, Any]) -> None:
         self._reply_open = False
+        if self.callbacks.get("on_llm_start") is not None or self._observers:
+            # Copies: a callback may edit them in place, and the loop renders the originals again.
+            payload = {**payload, "messages": [dict(m) for m in payload["messages"]]}
         self._callback("on_llm_start", payload)
         if self._observers:
             self.note("chat_start", payload)
@@ -520,7 +523,7 @@ def start_stream(
     The run's events go to the Run's feed; a run that never started (superseded or stopped
     first) still gives its reader `agent_start` and `agent_end` with the error.
     """
-    run_id = uuid.uuid4().hex
+    run_id = random_hex()
     own = Signal()
     feed = Feed(own)
     feed.owner = owner

@@ -18,11 +18,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from ._utils.cancel import Signal, child
+from ._utils.memo import active
 from ._utils.secrets import redact
 from ._utils.sse import SSEParser
 from .errors import AgentError
 from .protocols import get as get_adapter
-from .protocols._common import kind_for_status
+from .protocols._common import encoded_body, kind_for_status
 from .protocols.base import DEFAULT_CAPABILITIES, LLMResult, Request, StreamParser, ToolCall
 
 log = logging.getLogger("agentcore")
@@ -213,7 +214,8 @@ def _custom(
 ) -> LLMResult:
     payload = {
         "system": request.system,
-        "messages": request.messages,
+        # Copies: the adapter may edit them in place, and the loop sends the originals again.
+        "messages": [dict(m) for m in request.messages],
         "tools": request.tools,
         "provider": request.provider,
         "output": request.output,
@@ -248,7 +250,7 @@ def _http_request(
     timeout, idle_timeout = timeouts
     adapter = get_adapter(protocol)
     wire = adapter.build(request)
-    body = json.dumps(wire.body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    body = encoded_body(wire.body, active()).encode("utf-8")
     headers = {"Content-Type": "application/json", **wire.headers}
     if request.stream:
         headers.setdefault("Accept", "text/event-stream")

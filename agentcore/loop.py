@@ -26,7 +26,7 @@ from ._utils.retry import call as with_retries
 from .batch import Batch, failure_error
 from .call_ids import unique_part, unique_reply, used_ids
 from .config import Config
-from .context import Context, build, over_threshold
+from .context import Context, Reuse, build, over_threshold
 from .entries import append_to, assistant_message, call_part, tool_message
 from .errors import AgentError
 from .events import Emitter
@@ -70,6 +70,8 @@ class Run:
     # The context of the current history length: the budget check and the request of a round
     # (and its retries) share one build, since history only grows during a run.
     context_cache: tuple[int, Context] | None = None
+    # The selected messages of history so far, extended each round by what was appended.
+    reuse: Reuse = field(default_factory=Reuse)
     # Each entry's token count and wire form, computed once per run (see `_utils/memo.py`).
     memo: Memo = field(default_factory=Memo)
 
@@ -298,6 +300,7 @@ def _attempt(state: Run, reminder: bool, feedback: AgentError | None) -> tuple[L
 def _attempt_in(state: Run, reminder: bool, feedback: AgentError | None, mode: str) -> tuple[LLMResult, Any]:
     config = state.config
     ctx = _context(state)
+    state.memo.built = list(map(id, ctx.messages))  # the adapters may reuse what they rendered of these
     messages = list(ctx.messages)
     if reminder:
         messages.append({"role": "user", "content": config["no_tool_prompt"]})
@@ -307,6 +310,8 @@ def _attempt_in(state: Run, reminder: bool, feedback: AgentError | None, mode: s
     chars = ctx.chars + _tokens.messages_chars(messages[len(ctx.messages) :])
     schema: Mapping[str, Any] = state.tools.schema
     if "prepare_request" in state.hooks:
+        # Copies of the messages: the hook may edit them in place, and `state.reuse` keeps them.
+        messages = [dict(m) for m in messages]
         asked = {"step": state.steps + 1, "system": system, "messages": messages, "tools": tools}
         system, messages, tools, schema = state.hooks.prepared(asked, state.tools.schema)
         chars = len(system) + _tokens.messages_chars(messages)
@@ -377,6 +382,7 @@ def _context(state: Run) -> Context:
         ratio=_tokens.ratios.get(_ratio_key(config)),
         protocol=config["protocol"],
         reasoning=config["capabilities"].get("reasoning", False),
+        reuse=state.reuse,
     )
     state.context_cache = (len(state.history), ctx)
     return ctx

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._utils.schemas import validator
 from .errors import AgentError
 
 if TYPE_CHECKING:
@@ -140,7 +141,10 @@ def _validate(data: Any, schema: dict[str, Any]) -> None:
     import jsonschema
 
     try:
-        jsonschema.validate(data, schema)
+        # What `jsonschema.validate` does, with the validator built once per schema.
+        error = jsonschema.exceptions.best_match(validator(schema).iter_errors(data))
+        if error is not None:
+            raise error
     except jsonschema.ValidationError as exc:
         path = "/".join(str(p) for p in exc.absolute_path) or "(root)"
         raise AgentError(

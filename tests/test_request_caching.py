@@ -1,9 +1,11 @@
-"""The per-run memo (agentcore/_utils/memo.py) never changes a request, byte for byte.
+"""The per-run caches never change a request, byte for byte.
 
-Each case builds the request body of a sequence of sends twice: once with one memo active
-across all of them (what a run does), once with caching switched off; between sends the
-history is edited the ways a user may edit it (appended entries, a replaced list, a loaded
-history, an in-place edit of an entry). The bodies must be equal bytes, for all four protocols.
+Those are the memo (agentcore/_utils/memo.py) and the reused prefix of the context build
+(`context.Reuse`). Each case builds the request body of a sequence of sends twice: once with
+one memo and one `Reuse` across all of them (what a run does), once with caching switched off;
+between sends the history is edited the ways a user may edit it (appended entries, a reply
+whose results come a send later, a replaced list, a loaded history, an in-place edit of an
+entry). The bodies must be equal bytes, for all four protocols.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from agentcore._utils import memo as memo_module
 from agentcore._utils import tokens
 from agentcore._utils.memo import Memo, activated, snapshot
 from agentcore.protocols import get
+from agentcore.protocols._common import encoded_body
 from agentcore.protocols.base import DEFAULT_CAPABILITIES, Request
 from agentcore.testing import ModelServer
 
@@ -44,15 +47,25 @@ def caching(enabled: bool) -> Iterator[None]:
         memo_module.ENABLED = saved
 
 
-def body(history: list[dict[str, Any]], protocol: str, capabilities: dict[str, bool], fallback: str) -> bytes:
+def body(
+    history: list[dict[str, Any]],
+    protocol: str,
+    capabilities: dict[str, bool],
+    fallback: str,
+    reuse: context.Reuse | None = None,
+) -> bytes:
     try:
-        return _body(history, protocol, capabilities, fallback)
+        return _body(history, protocol, capabilities, fallback, reuse)
     except Exception as error:  # bad input (an edit put a number in a text): the same failure either way
         return f"{type(error).__name__}: {error}".encode()
 
 
 def _body(
-    history: list[dict[str, Any]], protocol: str, capabilities: dict[str, bool], fallback: str
+    history: list[dict[str, Any]],
+    protocol: str,
+    capabilities: dict[str, bool],
+    fallback: str,
+    reuse: context.Reuse | None,
 ) -> bytes:
     ctx = context.build(
         history,
@@ -61,7 +74,11 @@ def _body(
         max_context_tokens=float("inf"),
         protocol=protocol,
         reasoning=capabilities.get("reasoning", False),
+        reuse=reuse,
     )
+    memo = memo_module.active()
+    if memo is not None:
+        memo.built = list(map(id, ctx.messages))  # what the loop does: the adapters may reuse them
     request = Request(
         model="m",
         messages=ctx.messages,
@@ -72,7 +89,7 @@ def _body(
         media_fallback=fallback,
     )
     wire = get(protocol).build(request)
-    encoded = json.dumps(wire.body, ensure_ascii=False, separators=(",", ":"))
+    encoded = encoded_body(wire.body, memo)  # json.dumps of the body without a memo
     return f"{encoded} chars={ctx.chars} tokens={ctx.tokens}".encode()
 
 
@@ -81,7 +98,8 @@ def _body(
 texts = st.text(alphabet="ab é\n{}", max_size=8)
 scalars = st.one_of(st.integers(-3, 3), st.booleans(), st.floats(-2, 2, allow_nan=False), st.none(), texts)
 arguments = st.dictionaries(st.sampled_from(["n", "path", "flag"]), scalars, max_size=3)
-call_ids = st.sampled_from(["c1", "c2", "c3"])  # few ids: duplicates (a loaded history) come up
+# Few ids: duplicates (a loaded history) come up; unique ones too, which a reused prefix needs.
+call_ids = st.one_of(st.sampled_from(["c1", "c2", "c3"]), st.uuids().map(lambda u: f"u{u.hex[:8]}"))
 
 
 @st.composite
@@ -114,11 +132,14 @@ def turn_entries(draw: st.DrawFn) -> list[dict[str, Any]]:
     return entries
 
 
+summaries = texts.map(lambda text: [h.compact(f"summary {text}")])
+
+
 @st.composite
 def histories(draw: st.DrawFn) -> list[dict[str, Any]]:
     entries: list[dict[str, Any]] = [draw(user_entries())]
     for _ in range(draw(st.integers(0, 5))):
-        entries.extend(draw(st.one_of(turn_entries(), user_entries().map(lambda e: [e]))))
+        entries.extend(draw(st.one_of(turn_entries(), user_entries().map(lambda e: [e]), summaries)))
     return entries
 
 
@@ -143,6 +164,8 @@ def _leaves(value: Any) -> Iterator[tuple[Any, Any]]:
 edits = st.lists(
     st.one_of(
         st.tuples(st.just("append"), turn_entries()),
+        st.tuples(st.just("one by one"), turn_entries()),  # a send sees a reply before its results
+        st.tuples(st.just("append"), st.one_of(user_entries().map(lambda e: [e]), summaries)),
         st.tuples(st.just("replace"), histories()),
         st.tuples(st.just("load"), st.none()),
         st.tuples(st.just("edit"), st.tuples(st.integers(0, 50), scalars)),
@@ -160,6 +183,11 @@ def sends(first: list[dict[str, Any]], steps: list[tuple[str, Any]]) -> Iterator
     for kind, arg in steps:
         if kind == "append":
             history.extend(arg)
+        elif kind == "one by one":
+            for entry in arg[:-1]:
+                history.append(entry)
+                yield history
+            history.extend(arg[-1:])
         elif kind == "replace":
             history = arg
         elif kind == "load":
@@ -187,11 +215,14 @@ def test_the_same_bytes_with_and_without_the_memo(
     plain_first, plain_steps = copy.deepcopy(first), copy.deepcopy(steps)
     with caching(False):
         expected = [body(hist, protocol, capabilities, fallback) for hist in sends(plain_first, plain_steps)]
-    memo = Memo()
+    memo, reuse = Memo(), context.Reuse()
     with caching(True), activated(memo):
         # Every history twice: a hit must give what the miss gave.
         got = [
-            (body(hist, protocol, capabilities, fallback), body(hist, protocol, capabilities, fallback))
+            (
+                body(hist, protocol, capabilities, fallback, reuse),
+                body(hist, protocol, capabilities, fallback, reuse),
+            )
             for hist in sends(first, steps)
         ]
     assert got == [(e, e) for e in expected]
@@ -264,6 +295,183 @@ def test_snapshot_compares_scalars_by_type() -> None:
     assert snapshot(value) != {"a": [1, {"b": 1}], "c": None, "d": "x"}
     odd = {"a": bytearray(b"x")}  # a leaf that could change unseen is never a hit
     assert snapshot(odd) != odd
+
+
+# ---------------------------------------------------------------- the reused prefix of the context
+
+
+def a_turn(n: int) -> list[dict[str, Any]]:
+    call = {"id": f"call{n}", "name": "step", "arguments": {"n": n}}
+    return [h.assistant(f"step {n}", tool_calls=[call]), h.tool(f"call{n}", "step", f"done {n}")]
+
+
+def folded_sizes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of entries each call of `history.turns` inside the context build folds."""
+    sizes: list[int] = []
+    original = context.turns
+
+    def counting(entries: Any) -> Any:
+        sizes.append(len(entries))
+        return original(entries)
+
+    monkeypatch.setattr(context, "turns", counting)
+    return sizes
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_growing_history_is_folded_only_where_it_grew(
+    protocol: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    history, reuse, caps = [h.user("go")], context.Reuse(), dict(DEFAULT_CAPABILITIES)
+    sizes = folded_sizes(monkeypatch)
+    for n in range(30):
+        history.extend(a_turn(n))
+        with activated(Memo()):
+            cached = body(history, protocol, caps, "error", reuse)
+        with caching(False):
+            assert cached == body(history, protocol, caps, "error")
+    with_reuse = sizes[::2]  # each round builds with reuse, then without
+    assert with_reuse == [3] + [2] * 29
+
+
+def test_a_reply_waiting_for_its_results_is_folded_again_then_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    history, reuse, caps = [h.user("go")], context.Reuse(), dict(DEFAULT_CAPABILITIES)
+    sizes = folded_sizes(monkeypatch)
+    reply, result = a_turn(1)
+    for entry in (reply, result, *a_turn(2)):
+        history.append(entry)
+        cached = body(history, "chat", caps, "error", reuse)
+        assert cached == body(history, "chat", caps, "error")
+    # go+reply (open call: not kept), go+reply+result (kept), then the next reply, then its result
+    assert sizes[::2] == [2, 3, 1, 2]
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda history: history[1]["content"][1]["input"].update(n=True),  # == 1 in Python only
+        lambda history: history[2]["content"][0]["output"].update(value="changed"),
+        lambda history: history.__setitem__(0, h.user("another start")),
+        lambda history: history.insert(1, h.user("inserted")),
+        lambda history: history.__delitem__(slice(1, 3)),
+        lambda history: history.insert(3, h.compact("a summary")),
+        lambda history: history.append(h.tool("call0", "step", "a second result")),
+        lambda history: history.append(h.assistant("no", tool_calls=[{"id": "call1", "name": "step"}])),
+    ],
+    ids=["bool-for-int", "result", "replaced", "inserted", "deleted", "summary", "result-again", "id-again"],
+)
+def test_an_edit_between_builds_gives_the_request_built_from_scratch(edit: Any) -> None:
+    history, reuse, caps = [h.user("go"), *a_turn(0), *a_turn(1)], context.Reuse(), dict(DEFAULT_CAPABILITIES)
+    first = body(history, "anthropic", caps, "error", reuse)
+    edit(history)
+    edited = body(history, "anthropic", caps, "error", reuse)
+    assert edited == body(history, "anthropic", caps, "error") != first
+    history.extend(a_turn(5))
+    assert body(history, "anthropic", caps, "error", reuse) == body(history, "anthropic", caps, "error")
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_growing_request_renders_only_the_new_entries(protocol: str) -> None:
+    history, reuse, caps = [h.user("go")], context.Reuse(), dict(DEFAULT_CAPABILITIES)
+    memo = Memo()
+    computed: list[int] = []
+    original = memo.recall
+
+    def counting(key: Any, source: Any, compute: Any) -> Any:
+        computed.append(1)
+        return original(key, source, compute)
+
+    memo.recall = counting  # type: ignore[method-assign]
+    for n in range(20):
+        history.extend(a_turn(n))
+        computed.clear()
+        with activated(memo):
+            cached = body(history, protocol, caps, "error", reuse)
+        assert cached == body(history, protocol, caps, "error")
+        # The two new entries (reply, result): their token counts and their wire forms only.
+        assert len(computed) <= 4, (n, len(computed))
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_the_body_text_of_earlier_messages_is_reused_and_equal_to_json_dumps(protocol: str) -> None:
+    history, reuse, caps = [h.user("go")], context.Reuse(), dict(DEFAULT_CAPABILITIES)
+    memo = Memo()
+    for n in range(10):
+        history.extend(a_turn(n))
+        with activated(memo):
+            cached = body(history, protocol, caps, "error", reuse)
+        assert cached == body(history, protocol, caps, "error")
+    if protocol != "anthropic":  # its turns merge entries: made anew for each request
+        assert memo.encoded and len(next(iter(memo.encoded.values()))[1]) >= 20
+
+
+def test_a_prepare_request_hook_editing_messages_in_place_changes_its_own_request_only() -> None:
+    def reply(recorded: Any) -> dict[str, Any]:
+        done = sum(1 for m in recorded.body["messages"] if m["role"] == "tool")
+        if done < 3:
+            return {"tool_calls": [{"name": "step", "arguments": {"n": done + 1}}]}
+        return {"text": "done"}
+
+    def prepare(request: dict[str, Any]) -> dict[str, Any]:
+        if request["step"] == 2:
+            for message in request["messages"]:
+                if message["role"] == "user":
+                    message["content"] = "edited by the hook"  # in place, in the message dicts given
+        return request
+
+    with ModelServer(default=reply) as server:
+        config = {"base_url": server.base_url, "model": "m", "no_tool_rounds": 1}
+        agent = Agent(config=config, tools=[step], hooks={"prepare_request": prepare})
+        agent.send("go")
+        bodies = [r["messages"] for r in server.requests]
+    assert [m["content"] for m in bodies[1] if m["role"] == "user"] == ["edited by the hook"]
+    assert [m["content"] for m in bodies[2] if m["role"] == "user"] == ["go"]
+    assert not any(m["content"] == "edited by the hook" for later in bodies[2:] for m in later)
+
+
+def three_steps(recorded: Any) -> dict[str, Any]:
+    done = sum(1 for m in recorded.body["messages"] if m["role"] == "tool")
+    if done < 3:
+        return {"tool_calls": [{"name": "step", "arguments": {"n": done + 1}}]}
+    return {"text": "done"}
+
+
+def test_an_on_llm_start_callback_editing_messages_in_place_changes_no_request() -> None:
+    def on_llm_start(payload: dict[str, Any]) -> None:
+        for message in payload["messages"]:
+            message["content"] = "edited by the callback"
+
+    with ModelServer(default=three_steps) as server:
+        config = {"base_url": server.base_url, "model": "m", "no_tool_rounds": 1}
+        agent = Agent(config=config, tools=[step], callbacks={"on_llm_start": on_llm_start})
+        agent.send("go")
+        bodies = [r["messages"] for r in server.requests]
+    assert len(bodies) == 4
+    assert not any(m.get("content") == "edited by the callback" for later in bodies for m in later)
+
+
+def test_a_custom_adapter_editing_messages_in_place_changes_no_later_request() -> None:
+    from agentcore import Usage
+    from agentcore.protocols.base import LLMResult, make_result, tool_call_part
+
+    seen: list[list[Any]] = []
+
+    class Editing:
+        def chat(self, payload: dict[str, Any], **_: Any) -> LLMResult:
+            seen.append([m["content"] for m in payload["messages"]])
+            for message in payload["messages"]:
+                message["content"] = "edited by the adapter"
+            done = sum(1 for m in payload["messages"] if m["role"] == "tool")
+            if done < 2:
+                part = tool_call_part(f"c{done}", "step", {"n": done})
+                return make_result([part], Usage.of(1, 1), "tool_calls", None)
+            return make_result([{"type": "text", "text": "done"}], Usage.of(1, 1), "stop", None)
+
+    agent = Agent(
+        config={"model": Editing(), "no_tool_rounds": 1, "retry": lambda error: False}, tools=[step]
+    )
+    agent.send("go")
+    assert len(seen) >= 2 and all(contents[0] == "go" for contents in seen)
 
 
 # ---------------------------------------------------------------- memory

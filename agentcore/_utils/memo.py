@@ -39,6 +39,15 @@ class Memo:
 
     def __init__(self) -> None:
         self._store: dict[Hashable, tuple[Any, Any]] = {}
+        # The ids of the messages the loop's context build made for the current request, in order
+        # (objects it makes anew whenever an entry they come from changes; see `context.Reuse`).
+        self.built: list[int] = []
+        # Per protocol: those messages of an earlier request and their wire forms (`_common.py`).
+        self.requests: dict[Hashable, Any] = {}
+        # Runs of wire messages the adapters made for a request, by the id of the first one, and
+        # the JSON text of the longest such run encoded so far (`_common.encoded_body`).
+        self.runs: dict[int, tuple[list[Any], list[int]]] = {}
+        self.encoded: dict[int, tuple[list[Any], list[int], str]] = {}
 
     def recall(self, key: Hashable, source: Any, compute: Callable[[], T]) -> T:
         hit = self._store.get(key)

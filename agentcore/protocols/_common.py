@@ -249,3 +249,94 @@ def rendered(
     if memo is None or type(content) is not list:
         return render(role, content, request)
     return memo.recall((*key, *map(id, content)), content, lambda: render(role, content, request))
+
+
+def rendered_all(
+    protocol: str,
+    render: Callable[[Any, Any, Request], list[T]],
+    request: Request,
+    memo: Memo | None,
+) -> list[T]:
+    """The wire forms of all `request.messages`, one `rendered` entry after another, concatenated.
+
+    Within a run, when the request opens with the messages the loop's context build made
+    (`memo.built`), the part for those that an earlier request of this protocol sent as the very
+    same objects is reused whole, so a request renders only what was added since. The build makes
+    new message objects whenever an entry they come from changed (`context.Reuse` checks the
+    entries against a snapshot), and code outside the library only ever gets copies of them
+    (hooks, callbacks, custom adapters). The earlier messages are kept alive here, so their ids
+    cannot be taken by other objects while compared. Other messages render entry by entry.
+    """
+    settings = render_settings(request)
+    messages = request.messages
+    built = memo.built if memo is not None else []
+    own = len(built) if built and list(map(id, messages[: len(built)])) == built else 0
+    out: list[T] = []
+    start = 0
+    key = (protocol, settings)
+    if memo is not None and own:
+        kept = memo.requests.get(key)
+        if kept is not None and built[: len(kept[1])] == kept[1]:
+            out, start = list(kept[2]), len(kept[1])
+
+    def add(begin: int, end: int) -> None:
+        for message in messages[begin:end]:
+            role, content = message.get("role"), message.get("content")
+            out.extend(rendered((protocol, role, settings), render, role, content, request, memo))
+
+    add(start, own)
+    if memo is not None and start < own:
+        memo.requests[key] = (messages[:own], list(built), list(out))
+    if memo is not None and own and out:
+        memo.runs = {id(out[0]): (list(out), list(map(id, out)))}  # the latest run only
+    # What the loop adds after the build's messages (a reminder), or all of them when not its own.
+    add(max(start, own), len(messages))
+    return out
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def encoded_body(body: Any, memo: Memo | None) -> str:
+    """`json.dumps(body, ensure_ascii=False, separators=(",", ":"))`, reusing earlier text of its messages.
+
+    Within a run, the wire messages `rendered_all` made for the loop's own messages (`memo.runs`)
+    are the same objects from one request to the next while their entries are unchanged, and
+    nothing changes them after they are made; the JSON text of such a run is kept and only what
+    follows it is encoded again. The same bytes as one `json.dumps` of the body: that joins the
+    encodings of a dict's items and a list's elements with "," in order, as done here.
+    """
+    if memo is None or not memo.runs or type(body) is not dict or any(type(k) is not str for k in body):
+        return _dumps(body)
+    items = [f"{_dumps(key)}:{_encoded_value(value, memo)}" for key, value in body.items()]
+    return "{" + ",".join(items) + "}"
+
+
+def _encoded_value(value: Any, memo: Memo) -> str:
+    if type(value) is not list or not value:
+        return _dumps(value)
+    # A run opens the list, or follows its first element (chat's system message, made anew each time).
+    for lead in (0, 1):
+        run = memo.runs.get(id(value[lead])) if lead < len(value) else None
+        if run is not None and list(map(id, value[lead : lead + len(run[1])])) == run[1]:
+            end = lead + len(run[1])
+            pieces = [_dumps(item) for item in value[:lead]]
+            pieces.append(_run_text(run[0], run[1], memo))
+            pieces += [_dumps(item) for item in value[end:]]
+            return "[" + ",".join(pieces) + "]"
+    return _dumps(value)
+
+
+def _run_text(objects: list[Any], ids: list[int], memo: Memo) -> str:
+    """The elements of a run encoded and joined with ","; the text of an earlier, shorter run reused."""
+    kept = memo.encoded.get(ids[0])
+    # The earlier run's objects are kept with its text, so its ids are still theirs.
+    if kept is not None and ids[: len(kept[1])] == kept[1]:
+        head, start = kept[2], len(kept[1])
+    else:
+        head, start = "", 0
+    tail = ",".join(_dumps(item) for item in objects[start:])
+    text = head + "," + tail if head and tail else head or tail
+    memo.encoded = {ids[0]: (objects, ids, text)}
+    return text

@@ -68,8 +68,7 @@ from ._common import (
     cache_settings,
     check_provider,
     merge_body,
-    render_settings,
-    rendered,
+    rendered_all,
     tool_choice,
     vendor_error,
 )
@@ -248,14 +247,7 @@ def _system_text(request: Request, output_tool: str | None) -> str:
 def _messages(request: Request) -> list[dict[str, Any]]:
     """History messages as Messages turns; consecutive same-role turns are merged."""
     turns: list[dict[str, Any]] = []
-    settings, memo = render_settings(request), active()
-    for message in request.messages:
-        role, content = message.get("role"), message.get("content")
-        if role == "system":
-            continue
-        wire_role, blocks = rendered(
-            ("anthropic", role, settings), _entry_blocks, role, content, request, memo
-        )
+    for wire_role, blocks in rendered_all("anthropic", _entry_turn, request, active()):
         if not blocks:
             continue
         if turns and turns[-1]["role"] == wire_role:
@@ -271,6 +263,11 @@ def _messages(request: Request) -> list[dict[str, Any]]:
         # support assistant message prefill"); the loop sends one after a reply without tool calls.
         turns.append({"role": "user", "content": [{"type": "text", "text": CONTINUE_TEXT}]})
     return turns
+
+
+def _entry_turn(role: Any, content: Any, request: Request) -> list[tuple[str, list[dict[str, Any]]]]:
+    """[(wire role, blocks)] of one history entry; none for a system message (it joins `system`)."""
+    return [] if role == "system" else [_entry_blocks(role, content, request)]
 
 
 def _entry_blocks(role: Any, content: Any, request: Request) -> tuple[str, list[dict[str, Any]]]:

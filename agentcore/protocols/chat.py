@@ -31,8 +31,7 @@ from ._common import (
     generated_call_id,
     kind_for_status,
     merge_body,
-    render_settings,
-    rendered,
+    rendered_all,
     short_hash,
     tool_choice,
     vendor_error,
@@ -218,11 +217,7 @@ adapter = ChatAdapter()
 def _messages(request: Request) -> list[dict[str, Any]]:
     system = _system_text(request)
     out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-    settings, memo = render_settings(request), active()
-    for message in request.messages:
-        role, content = message.get("role"), message.get("content")
-        out.extend(rendered(("chat", role, settings), _render_entry, role, content, request, memo))
-    return out
+    return out + rendered_all("chat", _render_entry, request, active())
 
 
 def _render_entry(role: Any, content: Any, request: Request) -> list[dict[str, Any]]:

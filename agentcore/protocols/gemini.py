@@ -77,8 +77,7 @@ from ._common import (
     generated_call_id,
     kind_for_status,
     merge_body,
-    render_settings,
-    rendered,
+    rendered_all,
     short_hash,
     tool_choice,
     vendor_error,
@@ -225,11 +224,7 @@ adapter = GeminiAdapter()
 
 
 def _contents(request: Request) -> list[dict[str, Any]]:
-    contents: list[dict[str, Any]] = []
-    settings, memo = render_settings(request), active()
-    for message in request.messages:
-        role, content = message.get("role"), message.get("content")
-        contents.extend(rendered(("gemini", role, settings), _entry_contents, role, content, request, memo))
+    contents = rendered_all("gemini", _entry_contents, request, active())
     if contents and contents[-1]["role"] == "model":
         # Gemini answers "Requests ending with a model turn are not supported"; the loop sends
         # one after a reply without tool calls.

@@ -59,8 +59,7 @@ from ._common import (
     check_provider,
     data_url,
     merge_body,
-    render_settings,
-    rendered,
+    rendered_all,
     tool_choice,
     vendor_error,
 )
@@ -186,12 +185,7 @@ def _instructions(request: Request) -> str:
 
 
 def _input_items(request: Request) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    settings, memo = render_settings(request), active()
-    for message in request.messages:
-        role, content = message.get("role"), message.get("content")
-        items.extend(rendered(("responses", role, settings), _entry_items, role, content, request, memo))
-    return items
+    return rendered_all("responses", _entry_items, request, active())
 
 
 def _entry_items(role: Any, content: Any, request: Request) -> list[dict[str, Any]]:

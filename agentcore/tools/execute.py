@@ -11,12 +11,13 @@ can read (`output`, plus `stop`, `error`, `interrupted` when they apply).
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .._utils.cancel import Signal, child
+from .._utils.ids import random_hex
+from .._utils.schemas import validator as _validator
 from .handlers import FileTool, MemoryTool
 from .memory import OnOutput, run_memory
 from .shape import (
@@ -30,10 +31,6 @@ from .toolset import ToolSet, load
 
 _MAX_LISTED_ERRORS = 5
 _MAX_ERROR_CHARS = 300
-_VALIDATOR_CACHE_SIZE = 512
-
-_validators: dict[int, tuple[Mapping[str, Any], Any]] = {}
-_validators_lock = threading.Lock()
 
 
 class Call(Protocol):
@@ -168,7 +165,7 @@ def execute(
     tool_set = tools if isinstance(tools, ToolSet) else load(tools)
     if not isinstance(input, Mapping):
         return error_result(f"The input of tool {name!r} must be a dict, got {type(input).__name__}.")
-    call = _DirectCall(id=f"call_{uuid.uuid4().hex[:12]}", name=name, arguments=dict(input))
+    call = _DirectCall(id=f"call_{random_hex()[:12]}", name=name, arguments=dict(input))
     return run_call(
         tool_set, call, cancel=cancel, on_output=on_output, limit=limit, agent_id="", concurrency=concurrency
     )
@@ -257,25 +254,6 @@ def _error_lines(errors: list[Any]) -> list[str]:
             lines.append(f"{path}: {_short(error.message)}")
     missed = [f"{path}: missing required {', '.join(names)}" for path, names in missing.items()]
     return missed + lines
-
-
-def _validator(schema: Any) -> Any:
-    """A jsonschema validator for `schema`, built once per schema object."""
-    with _validators_lock:
-        cached = _validators.get(id(schema))
-    if cached is not None and cached[0] is schema:
-        return cached[1]
-    from jsonschema.validators import validator_for
-
-    cls = validator_for(schema)
-    cls.check_schema(schema)
-    validator = cls(schema)
-    with _validators_lock:
-        if len(_validators) >= _VALIDATOR_CACHE_SIZE:
-            _validators.clear()
-        # The schema is kept alive in the entry, so its id cannot be reused by another object.
-        _validators[id(schema)] = (schema, validator)
-    return validator
 
 
 def _path(parts: Any) -> str:

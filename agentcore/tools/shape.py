@@ -15,14 +15,11 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import datetime as dt
 import enum
 import json
 import math
-import uuid
+import sys
 from collections.abc import Callable, Iterable, Mapping
-from decimal import Decimal
-from pathlib import PurePath
 from typing import Any
 
 BLOCK_TYPES = ("text", "json", "error-text", "error-json", "execution-denied", "content")
@@ -201,16 +198,24 @@ _NOT_SCALAR = object()
 
 
 def _scalar(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        number = float(value)
-        return number if math.isfinite(number) else None
-    if isinstance(value, dt.datetime | dt.date | dt.time):
-        return value.isoformat()
     if isinstance(value, bytes | bytearray | memoryview):
         return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, PurePath | uuid.UUID):
+    # decimal, datetime, pathlib and uuid are looked up only once loaded (a value of one of their
+    # types means its module is loaded), so that importing the tools does not import them.
+    if isinstance(value, _loaded("decimal", "Decimal")):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    if isinstance(value, _loaded("datetime", "datetime", "date", "time")):
+        return value.isoformat()
+    if isinstance(value, _loaded("pathlib", "PurePath") + _loaded("uuid", "UUID")):
         return str(value)
     return _NOT_SCALAR
+
+
+def _loaded(module: str, *names: str) -> tuple[type[Any], ...]:
+    """The types `names` of `module` if it is loaded, else none."""
+    found = sys.modules.get(module)
+    return tuple(getattr(found, name) for name in names) if found is not None else ()
 
 
 def _container(value: Any, active: set[int]) -> Any:
