@@ -25,6 +25,7 @@ from typing import Any
 
 from ._utils.cancel import Signal, follow
 from ._utils.ids import random_hex
+from ._utils.memo import copied
 from ._utils.notify import notify
 from .errors import AgentError
 
@@ -265,7 +266,7 @@ class Emitter:
         self._reply_open = False
         if self.callbacks.get("on_llm_start") is not None or self._observers:
             # Copies: a callback may edit them in place, and the loop renders the originals again.
-            payload = {**payload, "messages": [dict(m) for m in payload["messages"]]}
+            payload = {**payload, "messages": copied(payload["messages"])}
         self._callback("on_llm_start", payload)
         if self._observers:
             self.note("chat_start", payload)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from ._utils.cancel import Signal, child
-from ._utils.memo import active
+from ._utils.memo import active, copied
 from ._utils.secrets import redact
 from ._utils.sse import SSEParser
 from .errors import AgentError
@@ -215,7 +215,7 @@ def _custom(
     payload = {
         "system": request.system,
         # Copies: the adapter may edit them in place, and the loop sends the originals again.
-        "messages": [dict(m) for m in request.messages],
+        "messages": copied(request.messages),
         "tools": request.tools,
         "provider": request.provider,
         "output": request.output,

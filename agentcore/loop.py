@@ -20,7 +20,7 @@ from . import compact as _compact
 from . import tool_mode
 from ._utils import tokens as _tokens
 from ._utils.cancel import Signal
-from ._utils.memo import Memo, activated
+from ._utils.memo import Memo, activated, copied
 from ._utils.retry import RetryPolicy
 from ._utils.retry import call as with_retries
 from .batch import Batch, failure_error
@@ -310,8 +310,9 @@ def _attempt_in(state: Run, reminder: bool, feedback: AgentError | None, mode: s
     chars = ctx.chars + _tokens.messages_chars(messages[len(ctx.messages) :])
     schema: Mapping[str, Any] = state.tools.schema
     if "prepare_request" in state.hooks:
-        # Copies of the messages: the hook may edit them in place, and `state.reuse` keeps them.
-        messages = [dict(m) for m in messages]
+        # Copies of the messages, at every depth: the hook may edit them in place, and history
+        # and `state.reuse` share their parts.
+        messages = copied(messages)
         asked = {"step": state.steps + 1, "system": system, "messages": messages, "tools": tools}
         system, messages, tools, schema = state.hooks.prepared(asked, state.tools.schema)
         chars = len(system) + _tokens.messages_chars(messages)

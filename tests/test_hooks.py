@@ -188,6 +188,63 @@ def test_prepare_request_changes_the_request_only(server: ModelServer) -> None:
     assert steps == [1, 1]
 
 
+def _edit_in_place(messages: list[dict[str, Any]]) -> None:
+    """Mark every text and output at any depth, and add a part to every list content."""
+    for message in messages:
+        content = message.get("content")
+        if not isinstance(content, list):
+            message["content"] = f"{content} EDITED"
+            continue
+        for part in content:
+            for key, value in list(part.items()):
+                if key == "text" and isinstance(value, str):
+                    part[key] = value + " EDITED"
+                elif isinstance(value, dict):
+                    value["edited"] = True
+        content.append({"type": "text", "text": "APPENDED"})
+
+
+@pytest.mark.parametrize("where", ["prepare_request", "on_llm_start"])
+def test_edits_in_place_at_any_depth_touch_neither_history_nor_later_requests(
+    server: ModelServer, where: str
+) -> None:
+    """API.md: prepare_request changes "this request only (history is not touched)". The messages
+    share parts with history and with the caches that reuse rendered entries, so an in-place edit
+    deep inside them must land on a copy."""
+    server.add(calls(("record", {"n": 1})), calls(("record", {"n": 2})), "done")
+
+    def prepare(request: dict[str, Any]) -> None:
+        _edit_in_place(request["messages"])
+
+    def on_llm_start(payload: dict[str, Any]) -> None:
+        _edit_in_place(payload["messages"])
+
+    hooks = {"prepare_request": prepare} if where == "prepare_request" else None
+    agent = Agent(
+        config={"base_url": server.base_url, "model": "m", "no_tool_rounds": 1},
+        tools=[RECORDER],
+        hooks=hooks,
+        callbacks={"on_llm_start": on_llm_start} if where == "on_llm_start" else None,
+    )
+    with agent:
+        agent.send([{"type": "text", "text": "hi"}])
+    stored = repr(agent.history)
+    assert "EDITED" not in stored and "APPENDED" not in stored and "'edited'" not in stored
+    assert [m["role"] for m in agent.history] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    for body in server.requests:
+        sent = repr(body["messages"])
+        assert "EDITED EDITED" not in sent and "APPENDED', 'APPENDED" not in sent
+        if where == "on_llm_start":  # a callback only looks: the request goes out as built
+            assert "EDITED" not in sent and "APPENDED" not in sent
+
+
 def test_finish_turn_end_ends_the_run_with_reason_ended(server: ModelServer) -> None:
     server.add(calls(("record", {"n": 1})), "never asked")
     turns: list[dict[str, Any]] = []

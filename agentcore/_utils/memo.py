@@ -102,6 +102,22 @@ def snapshot(value: Any) -> Any:
     return _Strict(value)
 
 
+def copied(value: Any) -> Any:
+    """A copy of `value`'s dicts, lists and tuples, leaves shared: what user code is handed.
+
+    Hooks, callbacks and custom adapters may edit what they get in place, at any depth; a copy
+    this deep keeps such edits out of history and out of the caches that reuse rendered entries.
+    """
+    kind = type(value)
+    if kind is dict:
+        return {key: copied(item) for key, item in value.items()}
+    if kind is list:
+        return [copied(item) for item in value]
+    if kind is tuple:
+        return tuple(copied(item) for item in value)
+    return value
+
+
 _IMMUTABLE = (type(None), bool, int, float, bytes)
 
 
