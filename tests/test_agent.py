@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from background import Background
 
 from agentcore import Agent, AgentError, SendResult, ToolContext, Usage, tool
 from agentcore import agent as agent_module
@@ -27,27 +28,6 @@ IMAGE = "data:image/png;base64,iVBORw0KGgo="
 def add(a: int, b: int) -> int:
     """Add two numbers."""
     return a + b
-
-
-class Background:
-    """Runs `fn` on a thread and keeps what it returned or raised."""
-
-    def __init__(self, fn: Callable[[], Any]) -> None:
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
-        self.thread.start()
-
-    def _run(self, fn: Callable[[], Any]) -> None:
-        try:
-            self.result = fn()
-        except BaseException as exc:
-            self.error = exc
-
-    def join(self) -> Background:
-        self.thread.join(30)
-        assert not self.thread.is_alive(), "the background call did not end"
-        return self
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 30.0) -> None:

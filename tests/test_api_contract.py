@@ -22,12 +22,13 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal, Optional
 
 import pytest
+from background import returns_within as _returns
 
 import agentcore
 from agentcore import Agent, AgentError, SendResult, ToolContext, Usage, tool
@@ -1945,30 +1946,6 @@ def _wait_for(condition: Any, timeout: float = 30) -> None:
         time.sleep(0.01)
 
 
-def _returns(operation: Callable[[], Any], timeout: float = 30) -> Any:
-    """Runs `operation` in a thread and returns its value (or raises its error).
-
-    Fails instead of hanging when it has not returned within `timeout`: the callers make what
-    the operation must not wait for block far longer than that (60 s), so returning at all
-    proves it did not wait, however slowly the machine schedules.
-    """
-    outcome: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            outcome["value"] = operation()
-        except BaseException as error:  # handed to the caller below
-            outcome["error"] = error
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    assert not thread.is_alive(), f"did not return within {timeout} s"
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome.get("value")
-
-
 # ================================================================ Signatures (names and defaults)
 
 
@@ -2818,7 +2795,7 @@ def test_agent_file_tool_processes(tmp_path: Path, srv: ModelServer) -> None:
     stopper = threading.Thread(target=stop_once_hang_runs, args=(agent,))
     stopper.start()
     with pytest.raises(AgentError):
-        _returns(functools.partial(agent.send, "hang"), timeout=45)  # never the tool's 60 s sleep
+        _returns(functools.partial(agent.send, "hang"), 45)  # never the tool's 60 s sleep
     stopper.join(30)
     assert "interrupt" in tool_results(agent.history)[-1]["output"]["value"].lower()
     # Garbage collection closes the agent: its idle tool processes go away.

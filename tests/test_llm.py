@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from background import Background
 
 from agentcore import Agent, AgentError, Usage, llm
 from agentcore._utils.cancel import Signal
@@ -64,31 +65,6 @@ def chat_error(server: ModelServer, **overrides: Any) -> AgentError:
     with pytest.raises(AgentError) as caught:
         chat(server, **overrides)
     return caught.value
-
-
-class Background:
-    """Runs `fn` in a daemon thread; `join()` fails the test if it has not returned within JOIN_S."""
-
-    def __init__(self, fn: Callable[[], Any]) -> None:
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
-        self.thread.start()
-
-    def _run(self, fn: Callable[[], Any]) -> None:
-        try:
-            self.result = fn()
-        except BaseException as error:  # handed to the test thread
-            self.error = error
-
-    def join(self) -> Background:
-        self.thread.join(JOIN_S)
-        assert not self.thread.is_alive(), f"still blocked after {JOIN_S} s"
-        return self
-
-    def agent_error(self) -> AgentError:
-        assert isinstance(self.error, AgentError), self.error or self.result
-        return self.error
 
 
 # ---------------------------------------------------------------- results and events

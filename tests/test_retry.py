@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from background import Background
 
 from agentcore import Agent, AgentError, tool
 from agentcore._utils.cancel import Signal
@@ -70,31 +71,6 @@ def fails(attempt: Callable[[], str], policy: RetryPolicy, clock: Clock, **kwarg
 # How long a test waits for a call that must return; a passing run needs milliseconds, a
 # regression waits on something far longer (a 60 s backoff, a stall that never ends).
 JOIN_S = 30.0
-
-
-class Background:
-    """Runs `fn` in a daemon thread; `join()` fails the test if it has not returned within JOIN_S."""
-
-    def __init__(self, fn: Callable[[], Any]) -> None:
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
-        self.thread.start()
-
-    def _run(self, fn: Callable[[], Any]) -> None:
-        try:
-            self.result = fn()
-        except BaseException as error:  # handed to the test thread
-            self.error = error
-
-    def join(self) -> Background:
-        self.thread.join(JOIN_S)
-        assert not self.thread.is_alive(), f"still blocked after {JOIN_S} s"
-        return self
-
-    def agent_error(self) -> AgentError:
-        assert isinstance(self.error, AgentError), self.error or self.result
-        return self.error
 
 
 # ---------------------------------------------------------------- backoff

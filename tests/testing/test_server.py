@@ -6,12 +6,13 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
+from background import returns_within
 
 from agentcore._utils.sse import SSEParser
 from agentcore.testing import ModelServer, Recorded
@@ -56,15 +57,6 @@ def deltas(data: list[str]) -> list[dict[str, Any]]:
 
 def server_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("ModelServer")]
-
-
-def returns_within(call: Callable[[], object], join_s: float = 30.0) -> None:
-    """Run `call` in a thread; fail (instead of hanging) if it has not returned after `join_s`.
-    What the call must not wait for (a stalled client, a read timeout) lasts longer than that."""
-    thread = threading.Thread(target=call, daemon=True)
-    thread.start()
-    thread.join(join_s)
-    assert not thread.is_alive(), f"the call had not returned after {join_s} s"
 
 
 # ---------------------------------------------------------------- JSON replies

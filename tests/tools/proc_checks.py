@@ -1,11 +1,10 @@
-"""Checks the tool tests share: is a pid alive, waiting until pids are gone, a call that must return."""
+"""Checks the tool tests share: is a pid alive, waiting until pids are gone (and `returns_within`)."""
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from collections.abc import Iterable
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -28,23 +27,3 @@ def gone(pids: Iterable[int], within_s: float = 30.0) -> bool:
             return False
         time.sleep(0.01)
     return True
-
-
-def returns_within(call: Callable[[], T], join_s: float = 30.0) -> T:
-    """Run `call` in a thread and give back its result; fail (not hang) if it is still busy after
-    `join_s`. The tests make whatever the call must NOT wait for block far longer than that."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["result"] = call()
-        except BaseException as error:  # handed to the test thread below
-            box["error"] = error
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(join_s)
-    assert not thread.is_alive(), f"the call had not returned after {join_s} s"
-    if "error" in box:
-        raise box["error"]
-    return box["result"]  # type: ignore[no-any-return]

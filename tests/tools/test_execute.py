@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from proc_checks import returns_within
+from background import returns_within
 
 from agentcore._utils.cancel import Signal
 from agentcore.protocols.base import ToolCall

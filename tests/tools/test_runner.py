@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from proc_checks import alive, gone, returns_within
+from background import returns_within
+from proc_checks import alive, gone
 
 from agentcore._utils.cancel import Signal
 from agentcore.tools import shape as shape_py
