@@ -232,37 +232,21 @@ def wait_dead(pids: Iterable[int] = (), *, group: int | None = None, timeout: fl
     """
     import time
 
-    watched = list(pids)
+    watched = set(pids)
+    if not watched and group is None:
+        return True
     deadline = time.monotonic() + timeout
     while True:
-        if group is None:
-            watched = [pid for pid in watched if _is_running(pid)]
-        else:
-            table = _process_table()
-            members = [pid for pid, entry in table.items() if entry[1] == group and entry[3] not in "ZX"]
-            watched = [pid for pid in watched if table.get(pid, (0, 0, 0, "Z"))[3] not in "ZX"] + members
-        if not watched:
+        running = [
+            pid
+            for pid, (_, pgid, _, state) in _process_table().items()
+            if state not in "ZX" and (pid in watched or pgid == group)
+        ]
+        if not running:
             return True
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.001)
-
-
-def _is_running(pid: int) -> bool:
-    """True unless `pid` is gone or a zombie (Linux /proc; without it, only "gone" is seen)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except FileNotFoundError:
-        return False
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        return True
 
 
 def descendants(root: int, spare: frozenset[int] = frozenset(), *, root_alive: bool = True) -> list[int]:
