@@ -96,15 +96,21 @@ class Call:
 
     def post(self, url: str, body: bytes, headers: dict[str, str], timeout_s: float | None) -> Any:
         timeout = (timeout_s, timeout_s)
-        self.response = session().post(
-            url,
-            data=body,
-            headers=headers,
-            stream=True,
-            timeout=timeout,
-            allow_redirects=False,
-            **environment_settings(url),
-        )
+        s = session()
+        settings = environment_settings(url)
+        if s.cookies or "auth" in settings:
+            # The cookie jar and netrc auth shape each request anew: requests' own whole path.
+            self.response = s.post(
+                url,
+                data=body,
+                headers=headers,
+                stream=True,
+                timeout=timeout,
+                allow_redirects=False,
+                **settings,
+            )
+        else:
+            self.response = _send_prepared(s, _prepared(s, url, headers, body), timeout, settings)
         if self.aborted:
             self.abort()
         return self.response
@@ -116,11 +122,24 @@ class Call:
         """
         raw = response.raw
         read1 = getattr(raw, "read1", None)
+        direct = _direct_read1(raw)
         self.idle_s = idle_s
         watch = _IdleWatch(idle_s, self._expire) if idle_s is not None else None
         try:
             while True:
-                data = read1(_CHUNK) if read1 is not None else raw.read(_CHUNK)
+                if direct is not None:
+                    try:
+                        data = direct(_CHUNK)
+                    except Exception:
+                        with raw._error_catcher():  # urllib3's own errors and clean-up for it
+                            raise
+                    if not data:
+                        direct = None
+                        continue  # urllib3 reads the end itself: it closes and frees the connection
+                else:
+                    # Decoded: a server may compress although asked for `identity`.
+                    read = read1 if read1 is not None else raw.read
+                    data = read(_CHUNK, decode_content=True)
                 if not data:
                     return
                 if watch is not None:
@@ -135,6 +154,25 @@ class Call:
             self.idle_expired = True
             for duplicate in self._cuts.values():
                 _shutdown(duplicate)
+
+
+def _direct_read1(raw: Any) -> Callable[[int], bytes] | None:
+    """`read1` of the `http.client` response under urllib3's, when urllib3 would add nothing to it.
+
+    urllib3 wraps every read in its error catcher and its decoder; for a body with no content
+    encoding and no length to count down (chunked, or ended by close: every SSE stream seen)
+    that is all it does besides noticing the end, which it is then left to read itself.
+    """
+    import http.client
+
+    fp = getattr(raw, "_fp", None)
+    if not isinstance(fp, http.client.HTTPResponse) or getattr(raw, "length_remaining", 0) is not None:
+        return None
+    if getattr(raw, "_has_decoded_content", False) or not hasattr(raw, "_error_catcher"):
+        return None
+    if raw.headers.get("Content-Encoding", "identity").strip().lower() not in ("", "identity"):
+        return None
+    return fp.read1
 
 
 class _IdleWatch:
@@ -200,6 +238,55 @@ def _new_session() -> Any:
     # proxies, opening ~/.netrc) is read once per origin instead: `environment_settings`.
     s.trust_env = False
     return s
+
+
+# Requests prepared once per (url, headers) and copied for each body: `Session.request` merges
+# the session's settings, parses the URL and validates every header on every call, the same
+# work each time while they keep their values. Bounded, as `_settings` is.
+_templates: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
+
+
+def _prepared(s: Any, url: str, headers: dict[str, str], body: bytes) -> Any:
+    """What `s.prepare_request(Request("POST", url, headers=headers, data=body))` returns, for a
+    session with no cookies and no auth: the same headers, in the same order, and the same body."""
+    key = (url, tuple(headers.items()))
+    template = _templates.get(key)
+    if template is None:
+        import requests
+
+        if len(_templates) > 256:
+            _templates.clear()
+        # An empty body gives `Content-Length: 0` where the real length goes, after the
+        # session's and the caller's headers and before any auth in the URL.
+        template = _templates[key] = s.prepare_request(
+            requests.Request("POST", url, headers=headers, data=b"")
+        )
+    prepared = template.copy()
+    prepared.body = body
+    prepared.headers["Content-Length"] = str(len(body))
+    return prepared
+
+
+def _send_prepared(s: Any, prepared: Any, timeout: Any, settings: dict[str, Any]) -> Any:
+    """`s.send(prepared, allow_redirects=False, stream=True, ...)` for a session with no hooks,
+    no cookies and no proxies, verify or cert of its own (ours: `_new_session`)."""
+    from datetime import timedelta
+
+    started = time.perf_counter()
+    response = s.get_adapter(prepared.url).send(
+        prepared,
+        stream=True,
+        timeout=timeout,
+        verify=settings["verify"],
+        cert=None,
+        proxies=settings["proxies"],
+    )
+    response.elapsed = timedelta(seconds=time.perf_counter() - started)
+    if "set-cookie" in response.headers:
+        from requests.cookies import extract_cookies_to_jar
+
+        extract_cookies_to_jar(s.cookies, prepared, response.raw)  # type: ignore[no-untyped-call]
+    return response
 
 
 # The variables requests' environment settings depend on for an http(s) URL: while they keep

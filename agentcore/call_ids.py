@@ -36,17 +36,21 @@ def used_ids(history: Sequence[Mapping[str, Any]]) -> set[str]:
 # ---------------------------------------------------------------- a reply becoming history
 
 
-def unique_reply(result: LLMResult, history: Sequence[Mapping[str, Any]], *, protocol: str) -> LLMResult:
+def unique_reply(
+    result: LLMResult, history: Sequence[Mapping[str, Any]], *, protocol: str, taken: set[str] | None = None
+) -> LLMResult:
     """`result` with every call id unique in `history` and in the reply itself.
 
     The tool-call parts of `result.message` and `result.tool_calls` are renamed together (the
     n-th call of an id with the n-th part of that id), so the loop answers each call under the
-    id that is written and sent back.
+    id that is written and sent back. `taken`, when given, is `used_ids(history)` already known
+    (the loop's context build has it); it is added to.
     """
     content = result.message.get("content")
     if not isinstance(content, list) or not (result.tool_calls or any(map(_is_call, content))):
         return result
-    taken = used_ids(history)
+    if taken is None:
+        taken = used_ids(history)
     renamed: dict[str, list[str]] = {}  # wire id -> the ids its parts got, in reply order
     parts = []
     for part in content:

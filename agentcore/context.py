@@ -12,13 +12,13 @@ before it always) and every turn after it. History itself is never changed.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ._utils import tokens as _tokens
-from ._utils.memo import snapshot
-from .call_ids import paired
+from .call_ids import paired, used_ids
 from .history import Message, tool_calls_of, tool_results_of, turns
 
 CONTINUE_PROMPT = "Continue the task from where the summary in the system prompt leaves off."
@@ -246,16 +246,29 @@ class Reuse:
     splits no turn (no result after it for a call before it, no assistant reply continuing one
     before it) and no call id repeats. So each build folds only the entries after the prefix.
 
-    Trust rule: the prefix is reused only while a snapshot of its entries (`_utils/memo.py`:
-    containers copied, scalars compared by type) still equals them — an entry edited in place by
-    a hook, a replaced or shortened list, a loaded history all fail that check, and the build then
-    starts over from the whole history. The one comparison runs in C over shared strings, much
-    cheaper than folding again. Anything else — a summary in history, a repeated call id, an entry
-    that is not a dict — also takes the whole-history path, exactly as without `reuse`.
+    Trust rule: within one run the loop is history's only writer (API.md: `agent.history` is
+    read and written freely *between* sends), so the prefix is reused while history still opens
+    with the very entry objects it was built from — a replaced, shortened or reordered list fails
+    that check and the build starts over from the whole history. An entry edited in place is seen
+    by the next run, whose first build folds everything (`Reuse` lives as long as one run). The
+    check compares identities only: it costs next to nothing however long history grows. Anything
+    else — a summary in history, a repeated call id, an entry that is not a dict — also takes the
+    whole-history path, exactly as without `reuse`.
     """
 
     def __init__(self) -> None:
         self._prefix: _Prefix | None = None
+        self._checked: tuple[Sequence[Mapping[str, Any]], int] | None = None  # what `_prefix` holds for
+
+    def call_ids(self, history: Sequence[Mapping[str, Any]]) -> set[str] | None:
+        """The tool-call ids in `history` (`call_ids.used_ids`), from the latest build's check.
+
+        None unless that build was of this very list at this length and reused a prefix.
+        """
+        prefix, checked = self._prefix, self._checked
+        if prefix is None or checked is None or checked[0] is not history or checked[1] != len(history):
+            return None
+        return prefix.calls | used_ids(history[len(prefix.entries) :])
 
     def messages(
         self, history: Sequence[Mapping[str, Any]], protocol: str | None, reasoning: bool
@@ -264,10 +277,11 @@ class Reuse:
         prefix = self._prefix
         if prefix is None or prefix.settings != (protocol, reasoning) or not prefix.holds(history):
             prefix = _Prefix((protocol, reasoning))  # starts over: the whole history is its tail
-        extended = prefix.extended(history[len(prefix.snapshot) :])
+        extended = prefix.extended(history[len(prefix.entries) :])
         if extended is None:
-            self._prefix = None
+            self._prefix = self._checked = None
             return None
+        self._checked = (history, len(history))
         if extended.open_calls:
             # A call still waiting for its result: its turn is folded again next time.
             self._prefix = prefix
@@ -277,11 +291,11 @@ class Reuse:
 
 
 class _Prefix:
-    """The build of `history[:len(snapshot)]`: all of its turns, reduced, and what a cut needs."""
+    """The build of `history[:len(entries)]`: all of its turns, reduced, and what a cut needs."""
 
     def __init__(self, settings: tuple[str | None, bool]) -> None:
         self.settings = settings
-        self.snapshot: list[Any] = []
+        self.entries: list[Any] = []  # the entry objects it was built from
         self.messages: list[Message] = []
         self.chars = 0
         self.calls: set[str] = set()  # call ids in it
@@ -290,11 +304,9 @@ class _Prefix:
         self.open_calls = False  # a call in it has no result in it
 
     def holds(self, history: Sequence[Mapping[str, Any]]) -> bool:
-        # The snapshot goes on the left, so its strict scalars decide the comparison.
-        size = len(self.snapshot)
-        if len(history) < size:
+        if len(history) < len(self.entries):
             return False
-        return self.snapshot == (history[:size] if type(history) is list else list(history)[:size])
+        return all(map(operator.is_, self.entries, history))
 
     def extended(self, tail: Sequence[Any]) -> _Prefix | None:
         """This prefix followed by `tail`, or None when the cut before `tail` splits a turn."""
@@ -314,7 +326,7 @@ class _Prefix:
             if m is not None
         ]
         grown = _Prefix(self.settings)
-        grown.snapshot = self.snapshot + [snapshot(m) for m in tail]
+        grown.entries = self.entries + list(tail)
         grown.messages = self.messages + added
         grown.chars = self.chars + _tokens.messages_chars(added)
         grown.calls = self.calls | set(calls)

@@ -349,7 +349,8 @@ def _attempt_in(state: Run, reminder: bool, feedback: AgentError | None, mode: s
     if spec is not None:
         result = from_text(result, spec, salt=str(len(state.history)))
     # The one place a reply's calls get the ids they are written, run and sent back under.
-    result = unique_reply(result, state.history, protocol=config["protocol"])
+    taken = state.reuse.call_ids(state.history)  # known from the build: no walk of history
+    result = unique_reply(result, state.history, protocol=config["protocol"], taken=taken)
     state.events.llm_finish(result)
     output: Any = _NO_OUTPUT
     if config["output"] is not None and not result.tool_calls:

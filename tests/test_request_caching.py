@@ -2,10 +2,11 @@
 
 Those are the memo (agentcore/_utils/memo.py) and the reused prefix of the context build
 (`context.Reuse`). Each case builds the request body of a sequence of sends twice: once with
-one memo and one `Reuse` across all of them (what a run does), once with caching switched off;
-between sends the history is edited the ways a user may edit it (appended entries, a reply
-whose results come a send later, a replaced list, a loaded history, an in-place edit of an
-entry). The bodies must be equal bytes, for all four protocols.
+one memo across all of them and one `Reuse` for as long as history is only added to or
+swapped for another list, once with caching switched off; between sends the history is edited
+the ways a user may edit it (appended entries, a reply whose results come a send later, a
+replaced list, a loaded history, an in-place edit of an entry: a new run, so a new `Reuse`,
+as in the loop). The bodies must be equal bytes, for all four protocols.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from agentcore import history as h
 from agentcore._utils import memo as memo_module
 from agentcore._utils import tokens
 from agentcore._utils.memo import Memo, activated, snapshot
+from agentcore.call_ids import used_ids
 from agentcore.protocols import get
 from agentcore.protocols._common import encoded_body
 from agentcore.protocols.base import DEFAULT_CAPABILITIES, Request
@@ -177,16 +179,19 @@ capability_sets = st.fixed_dictionaries(
 ).map(lambda c: {**DEFAULT_CAPABILITIES, **c})
 
 
-def sends(first: list[dict[str, Any]], steps: list[tuple[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+def sends(
+    first: list[dict[str, Any]], steps: list[tuple[str, Any]]
+) -> Iterator[tuple[list[dict[str, Any]], bool]]:
+    """Each history to build, and whether it follows an edit in place (then: the next run)."""
     history = first
-    yield history
+    yield history, False
     for kind, arg in steps:
         if kind == "append":
             history.extend(arg)
         elif kind == "one by one":
             for entry in arg[:-1]:
                 history.append(entry)
-                yield history
+                yield history, False
             history.extend(arg[-1:])
         elif kind == "replace":
             history = arg
@@ -194,7 +199,7 @@ def sends(first: list[dict[str, Any]], steps: list[tuple[str, Any]]) -> Iterator
             history = json.loads(json.dumps(history))
         else:
             in_place_edit(history, *arg)
-        yield history
+        yield history, kind == "edit"
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -214,18 +219,37 @@ def test_the_same_bytes_with_and_without_the_memo(
 ) -> None:
     plain_first, plain_steps = copy.deepcopy(first), copy.deepcopy(steps)
     with caching(False):
-        expected = [body(hist, protocol, capabilities, fallback) for hist in sends(plain_first, plain_steps)]
-    memo, reuse = Memo(), context.Reuse()
-    with caching(True), activated(memo):
-        # Every history twice: a hit must give what the miss gave.
-        got = [
-            (
-                body(hist, protocol, capabilities, fallback, reuse),
-                body(hist, protocol, capabilities, fallback, reuse),
-            )
-            for hist in sends(first, steps)
+        expected = [
+            body(hist, protocol, capabilities, fallback) for hist, _ in sends(plain_first, plain_steps)
         ]
+    memo, reuse = Memo(), context.Reuse()
+    got = []
+    with caching(True), activated(memo):
+        for hist, next_run in sends(first, steps):
+            if next_run:
+                reuse = context.Reuse()
+            # Every history twice: a hit must give what the miss gave.
+            got.append(
+                (
+                    body(hist, protocol, capabilities, fallback, reuse),
+                    body(hist, protocol, capabilities, fallback, reuse),
+                )
+            )
     assert got == [(e, e) for e in expected]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(first=histories(), steps=edits)
+def test_the_call_ids_a_build_knows_are_those_in_history(
+    first: list[dict[str, Any]], steps: list[tuple[str, Any]]
+) -> None:
+    reuse = context.Reuse()
+    for hist, next_run in sends(first, steps):
+        if next_run:
+            reuse = context.Reuse()
+        body(hist, "chat", dict(DEFAULT_CAPABILITIES), "error", reuse)
+        known = reuse.call_ids(hist)
+        assert known is None or known == used_ids(hist)
 
 
 # ---------------------------------------------------------------- the edits one by one
@@ -332,6 +356,9 @@ def test_a_growing_history_is_folded_only_where_it_grew(
             assert cached == body(history, protocol, caps, "error")
     with_reuse = sizes[::2]  # each round builds with reuse, then without
     assert with_reuse == [3] + [2] * 29
+    assert reuse.call_ids(history) == used_ids(history) == {f"call{n}" for n in range(30)}
+    history.append(h.user("one more"))
+    assert reuse.call_ids(history) is None  # not what the latest build checked
 
 
 def test_a_reply_waiting_for_its_results_is_folded_again_then_kept(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -346,11 +373,43 @@ def test_a_reply_waiting_for_its_results_is_folded_again_then_kept(monkeypatch: 
     assert sizes[::2] == [2, 3, 1, 2]
 
 
+IN_PLACE = [
+    lambda history: history[1]["content"][1]["input"].update(n=True),  # == 1 in Python only
+    lambda history: history[2]["content"][0]["output"].update(value="changed"),
+]
+
+
+@pytest.mark.parametrize("edit", IN_PLACE, ids=["bool-for-int", "result"])
+def test_an_edit_in_place_between_runs_gives_the_request_built_from_scratch(edit: Any) -> None:
+    history, caps = [h.user("go"), *a_turn(0), *a_turn(1)], dict(DEFAULT_CAPABILITIES)
+    memo = Memo()
+    with activated(memo):
+        first = body(history, "anthropic", caps, "error", context.Reuse())
+    edit(history)
+    with activated(memo):  # the memo remembers the entries' renderings: it must see the edit
+        edited = body(history, "anthropic", caps, "error", context.Reuse())
+    assert edited == body(history, "anthropic", caps, "error") != first
+
+
+def test_an_edit_in_place_between_sends_reaches_the_next_request() -> None:
+    script = [{"tool_calls": [{"name": "step", "arguments": {"n": 1}}]}, "one", "two"]
+    with ModelServer(script) as server:
+        agent = Agent(config={"base_url": server.base_url, "model": "m"}, tools=[step])
+        agent.send("first question")
+        # In place, between sends: a top-level value and one deep inside the tool result.
+        agent.history[0]["content"] = "first question, edited"
+        result = next(p for p in agent.history[2]["content"] if p["type"] == "tool-result")
+        result["output"]["value"] = "an edited result"
+        agent.send("second question")
+        sent = server.requests[-1]["messages"]
+        agent.close()
+    assert next(m["content"] for m in sent if m["role"] == "user") == "first question, edited"
+    assert [m["content"] for m in sent if m["role"] == "tool"] == ["an edited result"]
+
+
 @pytest.mark.parametrize(
     "edit",
     [
-        lambda history: history[1]["content"][1]["input"].update(n=True),  # == 1 in Python only
-        lambda history: history[2]["content"][0]["output"].update(value="changed"),
         lambda history: history.__setitem__(0, h.user("another start")),
         lambda history: history.insert(1, h.user("inserted")),
         lambda history: history.__delitem__(slice(1, 3)),
@@ -358,9 +417,9 @@ def test_a_reply_waiting_for_its_results_is_folded_again_then_kept(monkeypatch: 
         lambda history: history.append(h.tool("call0", "step", "a second result")),
         lambda history: history.append(h.assistant("no", tool_calls=[{"id": "call1", "name": "step"}])),
     ],
-    ids=["bool-for-int", "result", "replaced", "inserted", "deleted", "summary", "result-again", "id-again"],
+    ids=["replaced", "inserted", "deleted", "summary", "result-again", "id-again"],
 )
-def test_an_edit_between_builds_gives_the_request_built_from_scratch(edit: Any) -> None:
+def test_a_list_edit_between_builds_gives_the_request_built_from_scratch(edit: Any) -> None:
     history, reuse, caps = [h.user("go"), *a_turn(0), *a_turn(1)], context.Reuse(), dict(DEFAULT_CAPABILITIES)
     first = body(history, "anthropic", caps, "error", reuse)
     edit(history)

@@ -23,9 +23,12 @@ class SSEEvent:
     id: str | None = None
 
 
+_UTF8 = codecs.getincrementaldecoder("utf-8")  # looked up once, not per stream
+
+
 class SSEParser:
     def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._decoder = _UTF8(errors="replace")
         self._buffer = ""
         self._skip_lf = False
         self._data: list[str] = []

@@ -9,6 +9,7 @@ Everything here is protocol-neutral; how a value is spelled on the wire stays in
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -76,6 +77,7 @@ class CacheSettings:
     body: dict[str, Any] = field(default_factory=dict)
 
 
+@functools.lru_cache(maxsize=64)  # asked again on every request, with the same long system prompt
 def default_cache_key(base_url: str, model: str, system: str) -> str:
     """The key used when `cache` is True: stable for one agent's consecutive requests."""
     return short_hash(base_url, model, system, length=32)
@@ -262,8 +264,8 @@ def rendered_all(
     Within a run, when the request opens with the messages the loop's context build made
     (`memo.built`), the part for those that an earlier request of this protocol sent as the very
     same objects is reused whole, so a request renders only what was added since. The build makes
-    new message objects whenever an entry they come from changed (`context.Reuse` checks the
-    entries against a snapshot), and code outside the library only ever gets copies of them
+    new message objects whenever the entries they come from are not the ones it folded before
+    (`context.Reuse`), and code outside the library only ever gets copies of them
     (hooks, callbacks, custom adapters). The earlier messages are kept alive here, so their ids
     cannot be taken by other objects while compared. Other messages render entry by entry.
     """
@@ -294,8 +296,8 @@ def rendered_all(
     return out
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+# `json.dumps` with these arguments builds a new encoder on every call; one does for all.
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def encoded_body(body: Any, memo: Memo | None) -> str:
