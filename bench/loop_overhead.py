@@ -365,6 +365,48 @@ def main() -> None:
         f"bare requests {bare_ms:5.1f} ms, "
         f"ratio {agent_ms / bare_ms:4.2f}x (target <= 1.3x)"
     )
+    print(f"  {memory_line()}")
+    print(f"  {first_round_line(3 if quick else 5)}")
+    print()
+    c20, c100, rate = rows["agentcore"]
+    checks = [
+        ("chain20 <= 1.5x the bare loop", c20 / bare[0] <= 1.5),
+        ("chain100 <= 1.0x the bare loop", c100 / bare[1] <= 1.0),
+        ("step 100 <= 1.2x step 20", c100 / c20 <= 1.2),
+        ("20 sessions >= 0.9x the bare loop", rate / bare[2] >= 0.9),
+        ("import agentcore <= 30 ms", imported <= 30),
+    ]
+    for name, ok in checks:
+        print(f"  {'met    ' if ok else 'NOT met'}  {name}")
+
+
+def memory_line() -> str:
+    """The last line of `bench/memory.py`: RSS after a 100-step chain, server in another process."""
+    import os
+
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "memory.py")
+    out = subprocess.run([sys.executable, script], capture_output=True, text=True, check=True).stdout
+    return out.strip().splitlines()[-1].strip()
+
+
+def first_round_line(tries: int) -> str:
+    """`bench/tool_calls.py`'s cold fan-out: 16 x 0.2 s file tools in a new agent's first round."""
+    import contextlib
+    import io
+    import os
+    import shutil
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import tool_calls
+
+    folder = tool_calls.tool_folder()
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            tool_calls.first_round_figures(folder, tries=tries)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return out.getvalue().strip()
 
 
 if __name__ == "__main__":
