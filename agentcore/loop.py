@@ -23,6 +23,7 @@ from ._utils.cancel import Signal
 from ._utils.memo import Memo, activated, copied
 from ._utils.retry import RetryPolicy
 from ._utils.retry import call as with_retries
+from ._utils.threads import Workers, reusing
 from .batch import Batch, failure_error
 from .call_ids import unique_part, unique_reply, used_ids
 from .config import Config
@@ -106,7 +107,7 @@ def run(state: Run) -> SendResult:
     """Run rounds until a reason to stop. Raises AgentError (aborted when cancelled)."""
     state.events.agent_start()
     try:
-        with activated(state.memo):
+        with activated(state.memo), reusing(Workers()):
             result = _rounds(state)
     except HookFailed as failed:
         error = failed.to_error()

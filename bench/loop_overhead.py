@@ -294,12 +294,21 @@ def sessions_per_second(client: Any, sessions: int, steps: int, repeats: int) ->
 
 
 RSS_SCRIPT = textwrap.dedent("""
-    import resource, sys
+    import sys
     sys.path.insert(0, sys.argv[3])
     import loop_overhead as bench
     getattr(bench, sys.argv[2])(sys.argv[1], 100)
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    print(bench.peak_rss_mb())
 """)
+
+
+def peak_rss_mb() -> float:
+    """This process image's peak RSS (`VmHWM`; `ru_maxrss` would include the parent's, see memory.py)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def rss_mb(client: str, runs: int) -> float:

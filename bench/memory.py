@@ -3,7 +3,7 @@
     python bench/memory.py [--steps 100] [--trace]
 
 The process imports agentcore only (the model server runs in another process, as in
-`cpu_per_step.py`), then prints its peak RSS (`ru_maxrss`) after each stage: the interpreter,
+`cpu_per_step.py`), then prints its peak RSS (`VmHWM`) after each stage: the interpreter,
 `from agentcore import Agent, tool`, `requests` + `jsonschema` (which the first send loads),
 and the chain. `--trace` adds the largest Python allocations by file (`tracemalloc`).
 Target (issue 13): <= 40 MB after 100 steps.
@@ -19,6 +19,15 @@ import tracemalloc
 
 
 def peak_mb() -> float:
+    """The peak RSS of this process image. `ru_maxrss` is not it when a big process started this
+    one: Linux carries the parent's peak over through fork and exec; `VmHWM` starts anew at exec."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 

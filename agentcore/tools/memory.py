@@ -18,7 +18,7 @@ from typing import Any
 
 from .._utils.cancel import Signal
 from .._utils.notify import notify
-from .._utils.threads import spawn
+from .._utils.threads import start
 from .decorator import ToolContext
 from .handlers import MemoryTool
 from .shape import (
@@ -73,8 +73,9 @@ class _Call:
         self._result: dict[str, Any] | None = None
 
     def start(self) -> None:
-        # spawn() keeps the run's owner, so stop() called inside the tool only sets cancel.
-        spawn(self._run, name=f"agentcore-tool-{self.handler.name}")
+        # The thread keeps the run's owner, so stop() called inside the tool only sets cancel.
+        # The caller is woken once the thread is free again (see `threads.start`).
+        start(self._run, name=f"agentcore-tool-{self.handler.name}", then=self.wake.set)
 
     def close(self, *, cancelled: bool, timeout: float | None) -> dict[str, Any]:
         """End the call for the caller: its result, or interrupted / timed out (and ctx.cancel set)."""
@@ -94,10 +95,8 @@ class _Call:
         except BaseException as exc:  # a tool thread has no one else to report to
             result = exception_result(exc)
         with self._lock:
-            if self._closed:
-                return
-            self._result = result
-        self.wake.set()
+            if not self._closed:
+                self._result = result
 
     def _execute(self) -> dict[str, Any]:
         handler = self.handler
