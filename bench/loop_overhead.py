@@ -343,12 +343,16 @@ def main() -> None:
         "agentcore": run_agentcore,
         "agentcore, agent.stream": run_agentcore_streamed,
     }
-    rows: dict[str, list[float]] = {name: [] for name in clients}
-    for steps in (20, 100):
+    # Interleaved: each repeat measures every client once, so a machine that gets busier or
+    # quieter during the run moves all of them alike; the medians are then compared.
+    samples: dict[str, list[list[float]]] = {name: [[], [], []] for name in clients}
+    for _ in range(repeats):
+        for column, steps in enumerate((20, 100)):
+            for name, client in clients.items():
+                samples[name][column].append(overhead_ms_per_step(clock, client, steps, 1))
         for name, client in clients.items():
-            rows[name].append(overhead_ms_per_step(clock, client, steps, repeats))
-    for name, client in clients.items():
-        rows[name].append(sessions_per_second(client, 20, 10, repeats))
+            samples[name][2].append(sessions_per_second(client, 20, 10, 1))
+    rows = {name: [statistics.median(column) for column in columns] for name, columns in samples.items()}
     runs = 5 if quick else 15
     imported = import_ms(runs)
     rss = {"bare `requests` loop": rss_mb("run_bare", 3), "agentcore": rss_mb("run_agentcore", 3)}
@@ -374,6 +378,7 @@ def main() -> None:
         f"bare requests {bare_ms:5.1f} ms, "
         f"ratio {agent_ms / bare_ms:4.2f}x (target <= 1.3x)"
     )
+    print(f"  {cpu_line(repeats)}")
     print(f"  {memory_line()}")
     print(f"  {first_round_line(3 if quick else 5)}")
     print()
@@ -387,6 +392,64 @@ def main() -> None:
     ]
     for name, ok in checks:
         print(f"  {'met    ' if ok else 'NOT met'}  {name}")
+
+
+CPU_SCRIPT = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, sys.argv[3])
+    import loop_overhead as bench
+    client, steps = getattr(bench, sys.argv[2]), int(sys.argv[4])
+    client(sys.argv[1], steps)  # warm: imports, connection pool
+    started = time.process_time()
+    client(sys.argv[1], steps)
+    print((time.process_time() - started) / (steps + 1) * 1000)
+""")
+
+CPU_SERVER = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[1])
+    import loop_overhead as bench
+    from agentcore.testing import ModelServer
+    with ModelServer(default=bench.chain_reply(int(sys.argv[2]))) as server:
+        print(server.base_url, flush=True)
+        sys.stdin.read()
+""")
+
+
+def cpu_line(repeats: int) -> str:
+    """Client CPU time per step (all threads), the model server in another process: the steady
+    figure on a busy machine (wall-clock overhead swings with whatever else runs)."""
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    figures: dict[tuple[str, int], list[float]] = {}
+    for steps in (20, 100):
+        server = subprocess.Popen(
+            [sys.executable, "-c", CPU_SERVER, here, str(steps)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert server.stdout is not None
+            base_url = server.stdout.readline().strip()
+            for _ in range(repeats):
+                for client in ("run_bare", "run_agentcore"):
+                    out = subprocess.run(
+                        [sys.executable, "-c", CPU_SCRIPT, base_url, client, here, str(steps)],
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                    ).stdout
+                    figures.setdefault((client, steps), []).append(float(out.split()[-1]))
+        finally:
+            server.communicate("")
+    med = {key: statistics.median(values) for key, values in figures.items()}
+    cells = []
+    for steps in (20, 100):
+        bare, ours = med["run_bare", steps], med["run_agentcore", steps]
+        cells.append(f"chain{steps} bare {bare:.2f}, agentcore {ours:.2f} ({ours / bare:.2f}x)")
+    return f"client CPU ms/step, server in another process (median of {repeats}): " + "; ".join(cells)
 
 
 def memory_line() -> str:

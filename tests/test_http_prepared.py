@@ -230,3 +230,25 @@ def test_a_broken_chunk_is_urllib3s_protocol_error(raw: RawServer, fresh_session
         )
         with pytest.raises(urllib3.exceptions.ProtocolError, match="Connection broken"):
             b"".join(call.chunks(response))
+
+
+# ---------------------------------------------------------------- the Response a reply becomes
+
+
+@pytest.mark.parametrize("set_cookie", [None, "sid=1; Path=/"])
+def test_the_response_is_the_one_requests_builds(raw: RawServer, fresh_session: Any, set_cookie: Any) -> None:
+    from requests.adapters import HTTPAdapter
+
+    raw.set_cookie = set_cookie
+    url = raw.url + "/v1/chat/completions?x=1"
+    with _http.Call(None) as call:
+        ours = call.post(url, b"{}", {"Content-Type": "application/json"}, 30)
+        theirs = HTTPAdapter.build_response(ours.connection, ours.request, ours.raw)  # requests' own
+        assert ours.raw.read() == BODY
+
+    def fields(response: Any) -> dict[str, Any]:
+        values = {k: v for k, v in vars(response).items() if k not in ("cookies", "elapsed", "headers")}
+        return {**values, "headers": dict(response.headers), "cookies": response.cookies.get_dict()}
+
+    assert fields(ours) == fields(theirs)
+    assert ours.cookies.get_dict() == ({"sid": "1"} if set_cookie else {})
