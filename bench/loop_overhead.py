@@ -100,7 +100,7 @@ def chain_reply(steps: int) -> Any:
 # ---------------------------------------------------------------- the two clients
 
 
-def run_agentcore(base_url: str, steps: int, *, streamed: bool = False) -> int:
+def run_agentcore(base_url: str, steps: int, *, streamed: bool = False, stream: bool = True) -> int:
     agent = Agent(
         config={
             "base_url": base_url,
@@ -108,6 +108,7 @@ def run_agentcore(base_url: str, steps: int, *, streamed: bool = False) -> int:
             "system": SYSTEM,
             "no_tool_rounds": 1,
             "max_context_tokens": float("inf"),
+            "stream": stream,
         },
         tools=[step],
     )
@@ -128,7 +129,17 @@ def run_agentcore_streamed(base_url: str, steps: int) -> int:
     return run_agentcore(base_url, steps, streamed=True)
 
 
-def run_bare(base_url: str, steps: int) -> int:
+def run_agentcore_unstreamed(base_url: str, steps: int) -> int:
+    """The same run asking for whole JSON replies (`stream: False`)."""
+    return run_agentcore(base_url, steps, stream=False)
+
+
+def run_bare_unstreamed(base_url: str, steps: int) -> int:
+    """The bare loop asking for whole JSON replies."""
+    return run_bare(base_url, steps, stream=False)
+
+
+def run_bare(base_url: str, steps: int, *, stream: bool = True) -> int:
     session = requests.Session()
     tools = [
         {
@@ -146,16 +157,12 @@ def run_bare(base_url: str, steps: int) -> int:
     ]
     requests_made = 0
     while True:
-        body = {
-            "model": "bench",
-            "messages": messages,
-            "tools": tools,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-        response = session.post(f"{base_url}/chat/completions", json=body, stream=True)
+        body: dict[str, Any] = {"model": "bench", "messages": messages, "tools": tools}
+        if stream:
+            body.update(stream=True, stream_options={"include_usage": True})
+        response = session.post(f"{base_url}/chat/completions", json=body, stream=stream)
         requests_made += 1
-        text, calls = _read_sse(response)
+        text, calls = _read_sse(response) if stream else _read_json(response)
         if not calls:
             break
         messages.append(
@@ -177,6 +184,15 @@ def run_bare(base_url: str, steps: int) -> int:
             messages.append({"role": "tool", "tool_call_id": c["id"], "content": output})
     assert requests_made == steps + 1
     return requests_made
+
+
+def _read_json(response: requests.Response) -> tuple[str, list[dict[str, str]]]:
+    message = response.json()["choices"][0]["message"]
+    calls = [
+        {"id": c["id"], "name": c["function"]["name"], "arguments": c["function"]["arguments"]}
+        for c in message.get("tool_calls") or []
+    ]
+    return message.get("content") or "", calls
 
 
 def _read_sse(response: requests.Response) -> tuple[str, list[dict[str, str]]]:
@@ -342,7 +358,12 @@ def main() -> None:
         "bare `requests` loop": run_bare,
         "agentcore": run_agentcore,
         "agentcore, agent.stream": run_agentcore_streamed,
+        "bare loop, `stream: false`": run_bare_unstreamed,
+        "agentcore, `stream: false`": run_agentcore_unstreamed,
     }
+    # Each agentcore row is compared with the bare loop making the same kind of request.
+    baseline = {name: "bare `requests` loop" for name in clients}
+    baseline["agentcore, `stream: false`"] = "bare loop, `stream: false`"
     # Interleaved: each repeat measures every client once, so a machine that gets busier or
     # quieter during the run moves all of them alike; the medians are then compared.
     samples: dict[str, list[list[float]]] = {name: [[], [], []] for name in clients}
@@ -364,9 +385,10 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|")
     for name, (c20, c100, rate) in rows.items():
-        ratio = "" if name.startswith("bare") else f" ({c20 / bare[0]:.2f}×)"
-        ratio100 = "" if name.startswith("bare") else f" ({c100 / bare[1]:.2f}×)"
-        rate_ratio = "" if name.startswith("bare") else f" ({rate / bare[2]:.2f}×)"
+        base = rows[baseline[name]]
+        ratio = "" if name.startswith("bare") else f" ({c20 / base[0]:.2f}×)"
+        ratio100 = "" if name.startswith("bare") else f" ({c100 / base[1]:.2f}×)"
+        rate_ratio = "" if name.startswith("bare") else f" ({rate / base[2]:.2f}×)"
         memory = f"{rss[name]:.1f} MB" if name in rss else ""
         cells = [f"{c20:.2f}{ratio}", f"{c100:.2f}{ratio100}", f"{c100 / c20:.2f}", f"{rate:.0f}{rate_ratio}"]
         print(f"| {name} | {' | '.join(cells)} | {memory} |")
@@ -387,6 +409,14 @@ def main() -> None:
         ("chain20 <= 1.5x the bare loop", c20 / bare[0] <= 1.5),
         ("chain100 <= 1.0x the bare loop", c100 / bare[1] <= 1.0),
         ("step 100 <= 1.2x step 20", c100 / c20 <= 1.2),
+        (
+            "step 100 <= 1.2x step 20, agent.stream",
+            rows["agentcore, agent.stream"][1] / rows["agentcore, agent.stream"][0] <= 1.2,
+        ),
+        (
+            "step 100 <= 1.2x step 20, `stream: false`",
+            rows["agentcore, `stream: false`"][1] / rows["agentcore, `stream: false`"][0] <= 1.2,
+        ),
         ("20 sessions >= 0.9x the bare loop", rate / bare[2] >= 0.9),
         ("import agentcore <= 30 ms", imported <= 30),
     ]
