@@ -12,11 +12,13 @@ server's work excluded because it runs in its own process. `--stream` runs each 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 
 from agentcore import Agent, tool
 
@@ -66,29 +68,35 @@ def chain(base_url: str, steps: int, streamed: bool) -> None:
     agent.close()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--stream", action="store_true")
-    args = parser.parse_args()
+@contextlib.contextmanager
+def chain_server(steps: int) -> Iterator[str]:
+    """The scripted server for a `steps`-call chain, in another process; yields its base URL."""
     server = subprocess.Popen(
-        [sys.executable, "-c", SERVER, str(args.steps)],
+        [sys.executable, "-c", SERVER, str(steps)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
         assert server.stdout is not None
-        base_url = server.stdout.readline().strip()
+        yield server.stdout.readline().strip()
+    finally:
+        server.communicate("")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--stream", action="store_true")
+    args = parser.parse_args()
+    with chain_server(args.steps) as base_url:
         chain(base_url, args.steps, args.stream)  # warm: imports, connection pool
         figures = []
         for _ in range(args.runs):
             started = time.process_time()
             chain(base_url, args.steps, args.stream)
             figures.append((time.process_time() - started) / (args.steps + 1) * 1000)
-    finally:
-        server.communicate("")
     mode = "agent.stream + reader" if args.stream else "send"
     print(
         f"{statistics.median(figures):.3f} ms CPU/step "

@@ -435,16 +435,6 @@ CPU_SCRIPT = textwrap.dedent("""
     print((time.process_time() - started) / (steps + 1) * 1000)
 """)
 
-CPU_SERVER = textwrap.dedent("""
-    import sys
-    sys.path.insert(0, sys.argv[1])
-    import loop_overhead as bench
-    from agentcore.testing import ModelServer
-    with ModelServer(default=bench.chain_reply(int(sys.argv[2]))) as server:
-        print(server.base_url, flush=True)
-        sys.stdin.read()
-""")
-
 
 def cpu_line(repeats: int) -> str:
     """Client CPU time per step (all threads), the model server in another process: the steady
@@ -452,17 +442,12 @@ def cpu_line(repeats: int) -> str:
     import os
 
     here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    from cpu_per_step import chain_server  # the same chain, served from another process
+
     figures: dict[tuple[str, int], list[float]] = {}
     for steps in (20, 100):
-        server = subprocess.Popen(
-            [sys.executable, "-c", CPU_SERVER, here, str(steps)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert server.stdout is not None
-            base_url = server.stdout.readline().strip()
+        with chain_server(steps) as base_url:
             for _ in range(repeats):
                 for client in ("run_bare", "run_agentcore"):
                     out = subprocess.run(
@@ -472,8 +457,6 @@ def cpu_line(repeats: int) -> str:
                         check=True,
                     ).stdout
                     figures.setdefault((client, steps), []).append(float(out.split()[-1]))
-        finally:
-            server.communicate("")
     med = {key: statistics.median(values) for key, values in figures.items()}
     cells = []
     for steps in (20, 100):

@@ -40,7 +40,8 @@ class Memo:
     def __init__(self) -> None:
         self._store: dict[Hashable, tuple[Any, Any]] = {}
         # The ids of the messages the loop's context build made for the current request, in order
-        # (objects it makes anew whenever an entry they come from changes; see `context.Reuse`).
+        # (objects it makes anew whenever the entries they come from are not the ones it folded
+        # before; see `context.Reuse`).
         self.built: list[int] = []
         # Per protocol: those messages of an earlier request and their wire forms (`_common.py`).
         self.requests: dict[Hashable, Any] = {}
