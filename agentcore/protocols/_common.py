@@ -5,6 +5,7 @@
     merge_body(body, provider.get("body"), source="provider.body", protected=("model", "messages", "stream"))
 
 Everything here is protocol-neutral; how a value is spelled on the wire stays in each adapter.
+How a vendor error is read (message, kind, context overflow) lives in `errors.py`.
 """
 
 from __future__ import annotations
