@@ -138,6 +138,15 @@ CASES = [
         content_type="application/json",
     ),
     Case(
+        "vLLM",
+        "vLLM < 0.8 (serving_engine.py), which sent ErrorResponse flat: {object, message, type, param, code}",
+        "This model's maximum context length is 8192 tokens. However, you requested 9163 tokens (9139 "
+        "in the messages, 24 in the completion). Please reduce the length of the messages or completion.",
+        8192,
+        body={"object": "error", "message": "MESSAGE", "type": "BadRequestError", "param": None, "code": 400},
+        content_type="application/json",
+    ),
+    Case(
         "Ollama",
         "llm/llama_server.go: a prompt longer than the context with context shift off",
         "the prompt is longer than the context length currently available to the model; shorten the "
