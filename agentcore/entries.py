@@ -1,6 +1,7 @@
 """The history entries the library writes: stamped, and shaped the same wherever they are made.
 
 append_to(history, entry)        # stamps `id` and `created_at`, then appends
+write_input(history, entries, session)   # a run's first entries: all committed, or none written
 tool_message(calls, results)     # one tool message with every result in call order
 close_open_calls(history)        # interrupted results for calls a loaded history left open
 """
@@ -8,7 +9,7 @@ close_open_calls(history)        # interrupted results for calls a loaded histor
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._utils.ids import random_hex
 from .call_ids import open_calls
@@ -16,6 +17,9 @@ from .history import Message, tool_result_part
 from .protocols.base import LLMResult, ToolCall, tool_call_part
 from .tools.shape import interrupted_result
 from .usage import Usage
+
+if TYPE_CHECKING:
+    from .store import Session
 
 
 def close_open_calls(history: list[Message]) -> list[Message]:
@@ -30,6 +34,27 @@ def close_open_calls(history: list[Message]) -> list[Message]:
     message = tool_message(pending, [interrupted_result() for _ in pending])
     append_to(history, message)
     return [message]
+
+
+def write_input(history: list[Message], entries: list[Message], session: Session | None) -> list[Message]:
+    """Answer open calls, append `entries`; with a session, commit all of it or write nothing.
+
+    Returns what was appended (the interrupted results first, when a loaded history left calls open).
+    """
+    if session is not None:
+        session.check(history)
+    start = len(history)
+    appended = close_open_calls(history)
+    for entry in entries:
+        append_to(history, entry)
+        appended.append(entry)
+    if session is not None:
+        try:
+            session.commit(history)
+        except BaseException:
+            del history[start:]
+            raise
+    return appended
 
 
 def call_part(call: ToolCall) -> dict[str, Any]:

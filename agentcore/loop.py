@@ -39,8 +39,8 @@ from .protocols.base import LLMResult, Request, ToolCall, tool_call_part
 from .queues import Queue, Queues
 from .result import SendResult
 from .tool_mode import as_text, effective_mode, from_text, is_refusal
+from .tools.handlers import ToolSet
 from .tools.shape import interrupted_result
-from .tools.toolset import ToolSet
 from .usage import Usage
 
 MAX_OVERFLOW_COMPACTIONS = 3
