@@ -35,7 +35,7 @@ RANKS = [
         "store",
     ),
     ("protocols", "text_tools"),
-    ("llm", "_http", "context", "tool_mode"),
+    ("llm", "_http", "context"),
     ("compact", "batch", "entries"),
     ("loop",),
     ("agent", "aio", "subagent"),
