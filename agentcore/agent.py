@@ -331,10 +331,10 @@ class Agent:
         callbacks: Mapping[str, Callable[..., Any]] | None = None,
         sinks: Sequence[Listener] = (),
         run_id: str | None = None,
-    ) -> tuple[Running, _loop.Run]:
+    ) -> tuple[Running, _loop.RunState]:
         """Supersede the running task, then write the input and apply overrides — unless superseded first."""
 
-        def admit(running: Running, superseding: bool) -> _loop.Run:
+        def admit(running: Running, superseding: bool) -> _loop.RunState:
             appended = self._write_first(overrides, message, deliver=deliver, superseding=superseding)
             self._apply(overrides)
             return self._run_state(running, appended, callbacks, sinks, run_id)
@@ -348,7 +348,7 @@ class Agent:
 
         Steers follow the input, or precede it when superseding (they were meant for the old run).
         """
-        from .entries import write_input
+        from .history import write_input
 
         history = overrides.history if overrides.history is not None else self.history
         entries = [message] if message is not None else []
@@ -366,7 +366,7 @@ class Agent:
         callbacks: Mapping[str, Callable[..., Any]] | None,
         sinks: Sequence[Listener],
         run_id: str | None,
-    ) -> _loop.Run:
+    ) -> _loop.RunState:
         """What the loop needs for the run `running` (its named points: `events`)."""
         from . import loop as _loop
 
@@ -379,7 +379,7 @@ class Agent:
             config=self._config,
         )
         session, history = self.session, self.history
-        return _loop.Run(
+        return _loop.RunState(
             agent_id=self.id,
             history=history,
             config=self._config,

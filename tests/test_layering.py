@@ -36,7 +36,7 @@ RANKS = [
     ),
     ("protocols", "text_tools"),
     ("llm", "_http", "context"),
-    ("compact", "batch", "entries"),
+    ("compact", "batch"),
     ("loop",),
     ("agent", "aio", "subagent"),
     ("__init__", "testing", "telemetry"),
