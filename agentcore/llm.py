@@ -22,10 +22,9 @@ from ._utils.memo import active, copied
 from ._utils.secrets import redact
 from ._utils.sse import SSEParser
 from .errors import AgentError
+from .protocols import encoded_body, kind_for_status
 from .protocols import get as get_adapter
-from .protocols._common import encoded_body
 from .protocols.base import DEFAULT_CAPABILITIES, LLMResult, Request, StreamParser, ToolCall
-from .protocols.errors import kind_for_status
 
 log = logging.getLogger("agentcore")
 
