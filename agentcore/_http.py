@@ -401,6 +401,18 @@ def _is_default_timeout(value: Any) -> bool:
     return value is sentinel or value is socket._GLOBAL_DEFAULT_TIMEOUT  # type: ignore[attr-defined]
 
 
+def _starting(conn: Any) -> None:
+    """`conn` is about to send a request: the current Call owns its socket and learns whether
+    that socket already carried a request (`agentcore_served`, reset by each new socket)."""
+    call = _current()
+    if call is None:
+        return
+    sock = getattr(conn, "sock", None)
+    call.own(conn, sock)
+    call.reused = sock is not None and getattr(conn, "agentcore_served", 0) > 0
+    call.received = False
+
+
 @functools.lru_cache(maxsize=1)
 def _response_class() -> Any:
     """http.client's response, telling the current Call when the first byte of a response arrived."""
@@ -457,12 +469,7 @@ def _tracked_adapter_class() -> Any:
                 raise NewConnectionError(self, f"Failed to establish a new connection: {e}") from e  # type: ignore[arg-type]
 
         def request(self, *args: Any, **kwargs: Any) -> Any:
-            call = _current()
-            sock = getattr(self, "sock", None)
-            if call is not None:
-                call.own(self, sock)
-                call.reused = sock is not None and getattr(self, "agentcore_served", 0) > 0
-                call.received = False
+            _starting(self)
             result = super().request(*args, **kwargs)  # type: ignore[misc]
             self.agentcore_served = getattr(self, "agentcore_served", 0) + 1
             return result
