@@ -54,8 +54,8 @@ OVERFLOW_WORDINGS: tuple[Wording, ...] = (
     # your prompt contains at least 8129 input tokens ...").
     Wording("OpenAI, vLLM", r"maximum context length is (?P<limit>\d+)"),
     Wording("OpenAI", r"reduce the length of the messages"),
-    # vLLM V1 engine (vllm/v1/engine/processor.py): "The decoder prompt (length 9139) is longer
-    # than the maximum model length of 8192. Make sure that `max_model_len` is no smaller ...".
+    # vLLM V1 engine (vllm/v1/engine/processor.py, later input_processor.py): "The decoder
+    # prompt (length 9139) is longer than the maximum model length of 8192. Make sure that ...".
     Wording("vLLM", r"maximum model length(?: of (?P<limit>\d+))?"),
     # vLLM renderers/params.py (_token_len_check): "You passed 9139 input tokens and requested
     # 1024 output tokens. However, the model's context length is only 8192 tokens, ..."

@@ -122,7 +122,7 @@ CASES = [
     ),
     Case(
         "vLLM",
-        "vllm/v1/engine/processor.py, _validate_model_input",
+        "vllm/v1/engine/processor.py (input_processor.py later), _validate_model_input",
         "The decoder prompt (length 9139) is longer than the maximum model length of 8192. Make sure "
         "that `max_model_len` is no smaller than the number of text tokens.",
         8192,
