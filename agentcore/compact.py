@@ -111,7 +111,7 @@ def run(
         send = _Sender(connection, signal, on_compact, retry, on_retry, observe)
         plan = _plan(history, system, connection, previous, max_context_tokens)
         notify(on_compact, {"type": "compact-start"})
-        content, usage = _summarise(plan, system, send)
+        content, usage = _summarise(plan, send)
     finally:
         unfollow()
     excerpted = _warn_if_input_excerpted(history, max_context_tokens, _tokens.ratios.get(send.key))
@@ -122,10 +122,9 @@ def run(
 
 @dataclass(frozen=True)
 class _Plan:
-    """What one summary request carries: the transcript, the previous summary, the output bound."""
+    """What the summary request carries: its prompt, and its output bound."""
 
-    transcript: str
-    background: str | None
+    prompt: str
     max_tokens: int
 
 
@@ -142,11 +141,15 @@ def _plan(
     max_tokens = summary_max_tokens(connection.get("max_tokens"), connection.get("agent_max_tokens"), room)
     background = previous if previous is not None else latest_summary_text(history)
     budget = _budget_chars(room - max_tokens, ratio, system, len(background or ""))
-    return _Plan(select_transcript(history, budget), background, max_tokens)
+    prompt = summary_prompt(select_transcript(history, budget), system, background)
+    # Never more than the context leaves once the prompt is in (a long system prompt or previous
+    # summary can take more than its share), but never a bound too small to summarise anything.
+    left = int(room) - _tokens.estimate(len(SUMMARY_SYSTEM) + len(prompt), ratio)
+    return _Plan(prompt, min(max_tokens, max(left, MIN_SUMMARY_TOKENS)))
 
 
-def _summarise(plan: _Plan, system: str, send: _Sender) -> tuple[str, Usage]:
-    result = send(summary_prompt(plan.transcript, system, plan.background), plan.max_tokens)
+def _summarise(plan: _Plan, send: _Sender) -> tuple[str, Usage]:
+    result = send(plan.prompt, plan.max_tokens)
     content = result.text.strip()
     if not content:
         raise AgentError("the compaction request returned an empty summary", kind="unknown")

@@ -186,6 +186,15 @@ def test_the_compact_provider_sets_the_bound_within_half_the_context(
     assert _summary_bound(make_agent, protocol, max_context_tokens=8192) == 1024
 
 
+def test_a_long_system_prompt_leaves_the_summary_only_what_the_context_has_left(
+    make_agent: MakeAgent,
+) -> None:
+    """The bound never exceeds what the context leaves once the prompt is in (estimated)."""
+    system = "Always follow this rule. " * 520  # about 7,800 of the 8,192 tokens at the default ratio
+    bound = _summary_bound(make_agent, "chat", max_context_tokens=8192, system=system)
+    assert bound is not None and 256 <= bound < 1024
+
+
 def test_a_summary_cut_by_its_bound_is_logged(
     make_agent: MakeAgent, caplog: pytest.LogCaptureFixture
 ) -> None:
