@@ -39,6 +39,8 @@ class RunState(Protocol):
     pool: Any
     events: Emitter
     hooks: Hooks
+    # The run's budget.Budget: a sub-agent called in this batch charges it (ToolScope.budget).
+    budget: Any
 
 
 class Batch:
@@ -185,7 +187,7 @@ class Batch:
             return interrupted_result()
         events.tool_start(call, input)
         # The scope tells a delegating tool (a sub-agent) which call it works for (subagent.py).
-        scope = ToolScope(events, call, self.cancel)
+        scope = ToolScope(events, call, self.cancel, budget=state.budget)
         with tool_scope(scope):
             result = run_checked(
                 state.tools,
@@ -198,6 +200,8 @@ class Batch:
             )
         if scope.usage is not None:
             result = {**result, "sub_agent_usage": scope.usage.to_dict()}
+        if scope.spend is not None:
+            result = {**result, "sub_agent_spend": scope.spend.to_dict()}
         if result.get("interrupted") or "after_tool_call" not in state.hooks:
             return result
         return self._after(call, input, result)

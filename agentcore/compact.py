@@ -84,6 +84,7 @@ def run(
     retry: RetryPolicy | None = None,
     on_retry: Callable[[dict[str, Any]], None] | None = None,
     observe: Observe | None = None,
+    before_request: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Write a summary of `history`. Returns `{"content": str, "usage": Usage, "input_excerpted": bool}`.
 
@@ -101,6 +102,8 @@ def run(
         previous: the previous summary; defaults to the latest compact entry of `history`.
         observe: hears `chat_start` / `chat_end` / `chat_error` around each HTTP attempt
             (`events.Emitter.note`: a compaction's requests get their telemetry spans).
+        before_request: called before each HTTP attempt (the loop's budget counts and checks
+            it there; what it raises ends the compaction).
 
     Raises:
         AgentError: a request failed (an overflow of a summary request included: its limit is
@@ -109,6 +112,7 @@ def run(
     signal, unfollow = child(cancel)
     try:
         send = _Sender(connection, signal, on_compact, retry, on_retry, observe)
+        send.before_request = before_request
         plan = _plan(history, system, connection, previous, max_context_tokens)
         notify(on_compact, {"type": "compact-start"})
         content, usage = _summarise(plan, send)
@@ -182,12 +186,15 @@ class _Sender:
         self.retry = retry
         self.on_retry = on_retry
         self.observe = observe
+        self.before_request: Callable[[], None] | None = None
 
     def __call__(self, prompt: str, max_tokens: int) -> LLMResult:
         request = summary_request(self.connection, prompt, max_tokens)
         attempt: Callable[[], LLMResult] = functools.partial(self._attempt, request)
         if self.observe is not None:
             attempt = _observed(attempt, self.observe, request, self.connection)
+        if self.before_request is not None:
+            attempt = _gated(attempt, self.before_request)
         try:
             if self.retry is None:
                 result = attempt()
@@ -219,6 +226,14 @@ class _Sender:
             adapter=connection.get("model", ""),
             idle_timeout=connection.get("stream_idle_timeout"),
         )
+
+
+def _gated(attempt: Callable[[], LLMResult], before: Callable[[], None]) -> Callable[[], LLMResult]:
+    def gated() -> LLMResult:
+        before()
+        return attempt()
+
+    return gated
 
 
 def summary_request(connection: Mapping[str, Any], prompt: str, max_tokens: int) -> Request:

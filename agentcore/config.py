@@ -42,6 +42,14 @@ PROVIDER_KEYS = frozenset(
 COMPACT_KEYS = frozenset({"model", "base_url", "api_key", "protocol", "provider"})
 CACHE_KEYS = frozenset({"key", "retention", "body"})
 RETRY_KEYS = frozenset({"skip_codes", "skip_kinds", "skip_text", "should_retry"})
+# What a fallback entry may override of the primary's connection (API.md §Fallback models).
+FALLBACK_KEYS = frozenset(
+    {"base_url", "api_key", "model", "protocol", "provider", "capabilities", "tool_mode"}
+)
+# The kinds a model error can have that another model might not share (config, aborted and tool
+# errors are ours, not the model's).
+MODEL_ERROR_KINDS = ("auth", "limit", "timeout", "server", "network", "request", "unknown")
+FALLBACK_ON = ["server", "limit", "timeout", "network", "unknown"]
 
 NO_TOOL_PROMPT = (
     "You have not called any tool for a while. If the task is not finished, continue by calling "
@@ -80,6 +88,11 @@ DEFAULTS: dict[str, Any] = {
     "tool_execution": "parallel",
     "steering_mode": "one-at-a-time",
     "follow_up_mode": "one-at-a-time",
+    "fallback": None,
+    "fallback_on": list(FALLBACK_ON),
+    "limits": None,
+    "limits_scope": "run",
+    "prices": None,
 }
 
 # Keys whose value is replaced whole by a send override; capabilities and compact merge by key.
@@ -118,6 +131,14 @@ class Config(dict[str, Any]):
         compact = shown.get("compact")
         if isinstance(compact, dict) and compact.get("api_key"):
             shown["compact"] = {**compact, "api_key": _masked_key(compact["api_key"])}
+        fallback = shown.get("fallback")
+        if isinstance(fallback, list):
+            shown["fallback"] = [
+                {**entry, "api_key": _masked_key(entry["api_key"])}
+                if isinstance(entry, dict) and entry.get("api_key")
+                else entry
+                for entry in fallback
+            ]
         return f"Config({shown!r})"
 
     __str__ = __repr__
@@ -183,6 +204,7 @@ def validate(config: Mapping[str, Any]) -> None:
         _check(key, value)
     if is_adapter(config.get("model")):
         _check_adapter_config(config)
+    _check_cost_prices(config)
 
 
 def _check(key: str, value: Any) -> None:
@@ -395,6 +417,93 @@ def _check_adapter_config(config: Mapping[str, Any]) -> None:
         )
 
 
+def _check_fallback(key: str, value: Any) -> None:
+    if not isinstance(value, list) or not all(isinstance(entry, dict) for entry in value):
+        _fail(key, value, "must be a list of dicts of connection overrides")
+    for index, entry in enumerate(value):
+        name = f"fallback[{index}]"
+        _check_keys(name, entry, FALLBACK_KEYS)
+        for field_name, field_value in entry.items():
+            where = f"{name}.{field_name}"
+            if field_value is None:
+                _fail(where, field_value, "cannot be None (leave the key out to keep the primary's)")
+            if field_name == "base_url":
+                _check_base_url(where, field_value)
+            elif field_name == "api_key":
+                _check_api_key(where, field_value)
+            elif field_name == "protocol":
+                _check_choice(PROTOCOLS)(where, field_value)
+            elif field_name == "tool_mode":
+                _check_choice(TOOL_MODES)(where, field_value)
+            elif field_name == "model" and field_value == "":
+                _fail(where, field_value, "must be a model name (not empty)")
+            else:
+                _CHECKS[field_name](where, field_value)
+
+
+def _check_fallback_on(key: str, value: Any) -> None:
+    if not isinstance(value, (list, tuple)) or not set(value) <= set(MODEL_ERROR_KINDS):
+        _fail(key, value, f"must be a list of model error kinds ({', '.join(MODEL_ERROR_KINDS)})")
+
+
+def _check_limits(key: str, value: Any) -> None:
+    from .budget import LIMITS
+
+    if not isinstance(value, dict):
+        _fail(key, value, f"must be a dict of limits ({', '.join(LIMITS)})")
+    _check_keys(key, value, frozenset(LIMITS))
+    for name, limit in value.items():
+        if name == "cost":
+            if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0:
+                _fail(f"limits.{name}", limit, "must be a number > 0 (currency units)")
+            if math.isinf(limit):
+                _fail(f"limits.{name}", limit, "must be finite (leave it out for no limit)")
+        else:
+            _check_count(f"limits.{name}", limit)
+
+
+def _check_prices(key: str, value: Any) -> None:
+    from .budget import PRICE_KEYS
+
+    if not isinstance(value, dict):
+        _fail(key, value, "must be a dict {model: {input, output, cache_read, cache_write}}")
+    for model, price in value.items():
+        where = f"prices[{model!r}]"
+        if not isinstance(model, str) or not model:
+            _fail(key, model, "must have model names as keys")
+        if not isinstance(price, dict):
+            _fail(where, price, "must be a dict {input, output, cache_read, cache_write} per million tokens")
+        _check_keys(where, price, PRICE_KEYS)
+        for name in ("input", "output"):
+            if name not in price:
+                _fail(where, price, f"needs {name!r} (currency units per million tokens)")
+        for name, amount in price.items():
+            if (
+                isinstance(amount, bool)
+                or not isinstance(amount, (int, float))
+                or not amount >= 0
+                or math.isinf(amount)
+            ):
+                _fail(f"{where}.{name}", amount, "must be a number ≥ 0 (currency units per million tokens)")
+
+
+def _check_cost_prices(config: Mapping[str, Any]) -> None:
+    """A cost limit needs a price for every model the run may ask (primary, fallbacks, compaction)."""
+    if "cost" not in (config.get("limits") or {}):
+        return
+    from .budget import model_name
+
+    prices = config.get("prices") or {}
+    models = [config.get("model"), *(entry.get("model") for entry in config.get("fallback") or [])]
+    models.append((config.get("compact") or {}).get("model"))
+    unpriced = sorted({model_name(m) for m in models if m} - set(prices))
+    if unpriced:
+        raise AgentError(
+            f"config limits['cost'] needs config prices for every model: none for {', '.join(unpriced)}",
+            kind="config",
+        )
+
+
 def is_adapter(value: Any) -> bool:
     return not isinstance(value, str) and callable(getattr(value, "chat", None))
 
@@ -423,4 +532,9 @@ _CHECKS: dict[str, Callable[[str, Any], None]] = {
     "tool_execution": _check_choice(("parallel", "sequential")),
     "steering_mode": _check_choice(("one-at-a-time", "all")),
     "follow_up_mode": _check_choice(("one-at-a-time", "all")),
+    "fallback": _check_fallback,
+    "fallback_on": _check_fallback_on,
+    "limits": _check_limits,
+    "limits_scope": _check_choice(("run", "session")),
+    "prices": _check_prices,
 }

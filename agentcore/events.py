@@ -64,18 +64,29 @@ class ToolScope:
     """The tool call a thread works for: set by the batch around a call, inherited by its threads.
 
     A delegating tool (a sub-agent) reads it to forward its run's events to `events`, and adds
-    what its runs used to `usage` (the tool message's `sub_agent_usage`).
+    what its runs used to `usage` (the tool message's `sub_agent_usage`) and `spend` (its
+    `sub_agent_spend`: requests, tool calls, usage per model). `budget` is the calling run's
+    (budget.Budget): a sub-agent's run charges it as it goes, and stops at its limits.
     """
 
     events: Emitter
     call: Any
     cancel: threading.Event
     usage: Any = None
+    budget: Any = None
+    spend: Any = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add_usage(self, usage: Any) -> None:
         with self._lock:
             self.usage = usage if self.usage is None else self.usage + usage
+
+    def add_spend(self, spend: Any) -> None:
+        with self._lock:
+            if self.spend is None:
+                self.spend = spend
+            else:
+                self.spend.add(spend)
 
 
 _scope: contextvars.ContextVar[ToolScope | None] = contextvars.ContextVar(
@@ -299,14 +310,18 @@ class Emitter:
         self._reply_open = False
         self._callback("on_retry", payload)
         error = payload.get("error")
-        self.emit(
-            "retry",
-            {
-                "attempt": payload.get("attempt"),
-                "delay": payload.get("delay"),
-                "error": error_info(error) if isinstance(error, BaseException) else error,
-            },
-        )
+        keys = {
+            "attempt": payload.get("attempt"),
+            "delay": payload.get("delay"),
+            "error": error_info(error) if isinstance(error, BaseException) else error,
+        }
+        if "model" in payload:
+            keys["model"] = payload["model"]
+        self.emit("retry", keys)
+
+    def budget_reached(self, limit: Mapping[str, Any]) -> None:
+        """A limit of `config["limits"]` ends the run (`name`, `limit`, `used`)."""
+        self.emit("budget_reached", dict(limit))
 
     def _open_reply(self) -> None:
         if not self._reply_open:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ._utils.ids import random_hex
@@ -279,6 +280,14 @@ def tool_message(calls: list[dict[str, Any]], results: list[dict[str, Any]]) -> 
     delegated = [Usage.of(**r["sub_agent_usage"]) for r in results if r.get("sub_agent_usage")]
     if delegated:
         message["sub_agent_usage"] = sum(delegated, Usage()).to_dict()
+    spends = [r["sub_agent_spend"] for r in results if r.get("sub_agent_spend")]
+    if spends:
+        from .budget import Spend
+
+        summed = Spend()
+        for spend in spends:
+            summed.add(Spend.of_dict(spend))
+        message["sub_agent_spend"] = summed.to_dict()
     return message
 
 
@@ -289,26 +298,53 @@ def append_to(history: list[Message], message: Message) -> None:
     history.append(message)
 
 
-def assistant_message(result: LLMResult) -> Message:
+@dataclass(frozen=True)
+class Spent:
+    """Who answered a request, and what it took: the keys an entry of a model request carries.
+
+    `model` is the name of the model that wrote the entry; `fallback` is True when that is not
+    the primary; `attempts` counts the HTTP attempts it took (retries included; written when
+    more than one); `retried` is the usage that failed attempts reported (written when any did).
+    """
+
+    model: str
+    fallback: bool = False
+    attempts: int = 1
+    retried: Usage | None = None
+
+    def stamp(self, message: Message) -> Message:
+        message["model"] = self.model
+        if self.fallback:
+            message["fallback"] = True
+        if self.attempts > 1:
+            message["attempts"] = self.attempts
+        if self.retried is not None and any(self.retried.to_dict().values()):
+            message["retried_usage"] = self.retried.to_dict()
+        return message
+
+
+def assistant_message(result: LLMResult, spent: Spent | None = None) -> Message:
     message = dict(result.message)
     message["usage"] = result.usage.to_dict()
-    return message
+    return spent.stamp(message) if spent is not None else message
 
 
-def compact_entry(content: str, usage: Usage) -> Message:
+def compact_entry(content: str, usage: Usage, spent: Spent | None = None) -> Message:
     """The compact message a compaction appends: the summary and what writing it used."""
-    return {**compact(content), "usage": usage.to_dict()}
+    message = {**compact(content), "usage": usage.to_dict()}
+    return spent.stamp(message) if spent is not None else message
 
 
-def cut_reply(text: str, calls: list[dict[str, Any]]) -> Message:
+def cut_reply(text: str, calls: list[dict[str, Any]], spent: Spent | None = None) -> Message:
     """The assistant entry of a reply a cancel cut short: its text and complete calls.
 
     A cut stream reports no usage; the entry still carries the key every assistant entry has.
     """
     from .usage import Usage
 
-    return {
+    message: Message = {
         "role": "assistant",
         "content": [{"type": "text", "text": text}, *calls],
         "usage": Usage().to_dict(),
     }
+    return spent.stamp(message) if spent is not None else message

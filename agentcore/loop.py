@@ -24,12 +24,22 @@ from ._utils.retry import RetryPolicy
 from ._utils.retry import call as with_retries
 from ._utils.threads import Workers, reusing
 from .batch import Batch, failure_error
+from .budget import Budget, Reached, model_name
 from .call_ids import unique_part, unique_reply, used_ids
 from .config import Config
 from .context import Context, Reuse, build, over_threshold
 from .errors import AgentError
 from .events import Emitter
-from .history import Message, append_to, assistant_message, call_part, compact_entry, cut_reply, tool_message
+from .history import (
+    Message,
+    Spent,
+    append_to,
+    assistant_message,
+    call_part,
+    compact_entry,
+    cut_reply,
+    tool_message,
+)
 from .hooks import HookFailed, Hooks
 from .llm import complete, tool_schemas
 from .protocols.base import LLMResult, Request, ToolCall, tool_call_part
@@ -78,6 +88,27 @@ class RunState:
     reuse: Reuse = field(default_factory=Reuse)
     # Each entry's token count and wire form, computed once per run (see `_utils/memo.py`).
     memo: Memo = field(default_factory=Memo)
+    # What the run has spent, checked against config["limits"] before each request (budget.py).
+    budget: Budget = field(default_factory=lambda: Budget(None, None))
+    # The round in progress: its HTTP attempts and the usage they reported (what its entry records).
+    round: _Round | None = None
+    # The reply the run ended on, and who wrote it (`SendResult.text` / `.model`).
+    last: LLMResult | None = None
+    last_model: str | None = None
+
+
+@dataclass
+class _Round:
+    """The HTTP attempts of one round so far, the usage they reported, and who answered."""
+
+    attempts: int = 0
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+    primary: bool = True
+
+    def spent(self, result: LLMResult) -> Spent:
+        retried = self.usage - result.usage if result.usage_reported else self.usage
+        return Spent(self.model, not self.primary, max(1, self.attempts), retried)
 
 
 @dataclass
@@ -110,8 +141,13 @@ def run(state: RunState) -> SendResult:
     """Run rounds until a reason to stop. Raises AgentError (aborted when cancelled)."""
     state.events.agent_start()
     try:
+        state.budget = _budget_of(state)
         with activated(state.memo), reusing(Workers()):
-            result = _rounds(state)
+            try:
+                result = _rounds(state)
+            except Reached as reached:
+                state.events.budget_reached(reached.limit)
+                result = _finish(state, state.last, "budget", limit=reached.limit)
     except HookFailed as failed:
         error = failed.to_error()
         state.events.agent_end(error=error, steps=state.steps, usage=state.usage)
@@ -133,7 +169,8 @@ def _rounds(state: RunState) -> SendResult:
         _announce_start(state)
         result, output = _model_round(state, reminder=_needs_reminder(state, skipped))
         state.steps += 1
-        message = assistant_message(result)
+        message = assistant_message(result, _answered(state, result))
+        state.budget.used_calls(len(result.tool_calls))
         _append(state, message, reply=True)
         results = _run_tools(state, result.tool_calls) if result.tool_calls else []
         decision = _end_turn(state, result, message, results)
@@ -211,8 +248,37 @@ def _needs_reminder(state: RunState, skipped: int) -> bool:
     return bool(skipped == rounds - 1)
 
 
-def _finish(state: RunState, result: LLMResult, reason: str, output: Any = None) -> SendResult:
-    return SendResult(result.text, state.steps, state.usage, reason, output, state.appended)
+def _budget_of(state: RunState) -> Budget:
+    """The run's budget; a sub-agent's run also charges (and stops at) its caller's."""
+    return Budget.of(state.config, state.history, upstream=getattr(state.events.parent, "budget", None))
+
+
+def _finish(
+    state: RunState,
+    result: LLMResult | None,
+    reason: str,
+    output: Any = None,
+    limit: dict[str, Any] | None = None,
+) -> SendResult:
+    text = result.text if result is not None else ""
+    return SendResult(
+        text,
+        state.steps,
+        state.usage,
+        reason,
+        output,
+        state.appended,
+        limit=limit,
+        cost=state.budget.run_cost(),
+        model=state.last_model,
+    )
+
+
+def _answered(state: RunState, result: LLMResult) -> Spent:
+    """The reply of this round is accepted: who wrote it and what the round took."""
+    round_ = state.round or _Round(model=model_name(state.config["model"]))
+    state.last, state.last_model = result, round_.model
+    return round_.spent(result)
 
 
 _NO_OUTPUT = object()
@@ -229,6 +295,7 @@ def _model_round(state: RunState, *, reminder: bool) -> tuple[LLMResult, Any]:
     """
     if _over_budget(state):
         compact_now(state, "threshold")
+    state.round = _Round()
     feedback: AgentError | None = None
     retries = 0
     while True:
@@ -331,6 +398,8 @@ def _attempt_in(
         tools = []
         chars = len(system) + _tokens.messages_chars(messages)
     request = _request(state, system, messages, tools)
+    name = model_name(config["model"])
+    _admit(state, name, primary=True)
     state.events.llm_start({"messages": messages, "tools": tools, "system": system})
     partial = _Partial(spec=spec)
     state.partial = partial
@@ -352,6 +421,9 @@ def _attempt_in(
     state.partial = None
     if result.usage_reported:
         state.usage.add(result.usage)
+        state.budget.used_tokens(name, result.usage)
+        if state.round is not None:
+            state.round.usage.add(result.usage)
         _tokens.ratios.learn(_ratio_key(config), chars, result.usage.input_tokens)
     if spec is None and config["tool_mode"] == "auto" and state.tools and not result.tool_calls:
         # The model may write a call as text even though native tools were offered: run it too.
@@ -371,6 +443,15 @@ def _attempt_in(
                 raise
             output = _Invalid(error)
     return result, output
+
+
+def _admit(state: RunState, name: str, *, primary: bool) -> None:
+    """Before an HTTP attempt of the round: the budget may refuse it (`Reached`), else it counts."""
+    state.budget.admit(name)
+    round_ = state.round
+    if round_ is not None:
+        round_.attempts += 1
+        round_.model, round_.primary = name, primary
 
 
 def _event_sink(events: Emitter, partial: _Partial) -> Callable[[dict[str, Any]], None]:
@@ -450,7 +531,9 @@ def _close_partial_reply(state: RunState) -> None:
             return
     taken = used_ids(state.history)
     calls = [unique_part(call, taken, protocol=state.config["protocol"]) for call in partial.calls]
-    _append(state, cut_reply(text, calls), reply=True)
+    round_ = state.round or _Round(model=model_name(state.config["model"]))
+    spent = Spent(round_.model, not round_.primary, max(1, round_.attempts), round_.usage)
+    _append(state, cut_reply(text, calls, spent), reply=True)
     if calls:
         results = [interrupted_result() for _ in calls]
         for part, result in zip(calls, results, strict=True):
@@ -469,20 +552,31 @@ def compact_now(state: RunState, reason: str = "manual") -> str:
     """
     config = state.config
     events = state.events
+    connection = _compact.connection_of(config)
+    name = model_name(connection["model"])
+    attempts = 0
+
+    def before_request() -> None:
+        nonlocal attempts
+        state.budget.admit(name)
+        attempts += 1
+
     result = _compact.run(
         history=state.history,
         system=config["system"],
         tools=state.tools,
-        connection=_compact.connection_of(config),
+        connection=connection,
         on_compact=events.compact_sink(reason, events.callbacks.get("on_compact")),
         cancel=state.cancel,
         max_context_tokens=_budget(config),
         retry=RetryPolicy.from_config(config),
         on_retry=events.retry,
         observe=events.observer(),
+        before_request=before_request,
     )
     state.usage.add(result["usage"])
-    message = compact_entry(result["content"], result["usage"])
+    state.budget.used_tokens(name, result["usage"])
+    message = compact_entry(result["content"], result["usage"], Spent(name, attempts=attempts))
     _write(state, message)
     events.compaction_end(reason, message, result)
     return str(result["content"])
@@ -492,8 +586,14 @@ def compact_run(state: RunState) -> str:
     """`agent.compact()` as a run: agent_start, the compaction's events, agent_end (reason null)."""
     state.events.agent_start(on_start=False)
     try:
+        state.budget = _budget_of(state)
         _announce_start(state)
-        summary = compact_now(state, "manual")
+        try:
+            summary = compact_now(state, "manual")
+        except Reached as reached:
+            raise AgentError(
+                f"{reached}: the compaction made no request (config limits)", kind="limit", retryable=False
+            ) from None
     except BaseException as error:
         state.events.agent_end(error=error, usage=state.usage)
         raise

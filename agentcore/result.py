@@ -16,9 +16,14 @@ class SendResult:
         text: text of the last model reply.
         steps: completed model replies of this send (one per round).
         usage: tokens of every request of this send, compaction included.
-        reason: "finished", "no-tool", "tool-stop", "step-limit" or "ended" (a finish_turn hook).
+        reason: "finished", "no-tool", "tool-stop", "step-limit", "ended" (a finish_turn hook)
+            or "budget" (a limit of config["limits"] was reached).
         output: the validated structured output, or None.
         messages: every history entry this call appended, in order.
+        limit: `{"name", "limit", "used"}` when reason is "budget", else None.
+        cost: this send's cost from config["prices"] (retries, compaction and sub-agents
+            included); None without prices, or when a model that spent tokens has no price.
+        model: the model that wrote the last reply (a fallback's name when one answered).
     """
 
     text: str
@@ -27,3 +32,6 @@ class SendResult:
     reason: str
     output: Any = None
     messages: list[dict[str, Any]] = field(default_factory=list)
+    limit: dict[str, Any] | None = None
+    cost: float | None = None
+    model: str | None = None

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from . import config as _config
 from ._utils.threads import owner
+from .budget import spent
 from .errors import AgentError
 from .events import Event, ToolScope, current_scope
 from .usage import total
@@ -115,6 +116,7 @@ def _call(
             unsubscribe()
         if scope is not None:
             scope.add_usage(total(child.history[start:]))
+            scope.add_spend(spent(child.history[start:]))
         child.close()
     return result.output if overrides is not None else result.text
 

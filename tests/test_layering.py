@@ -33,6 +33,8 @@ RANKS = [
         "inputs",
         "queues",
         "store",
+        "budget",
+        "fallback",
     ),
     ("protocols", "text_tools"),
     ("llm", "_http", "context"),

@@ -2,10 +2,13 @@
 
     policy = RetryPolicy.from_config(config)
     result = call(lambda: llm_request(), policy, cancel=signal, on_retry=notify_retry)
+    result = over_chain(lambda index: ask(models[index]), policy, models=names, ...)
 
 The default retries everything but cancellation, context overflow, config and local
 validation errors, with `base × 2^n` waits capped at `max_delay` and no elapsed limit
-(the seed's rule, taken from Roo Code). Time is injected (`sleep`, `now`) so tests never sleep.
+(the seed's rule, taken from Roo Code). Over a chain of models (config `fallback`), an error of
+a kind in `fallback_on` moves to the next model at once, with no wait; after the last, the chain
+starts again at the first after the usual wait. Time is injected (`sleep`, `now`) so tests never sleep.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -30,6 +33,8 @@ class RetryPolicy:
     max_delay: float = 600.0
     max_elapsed: float | None = None
     filter: Any = None
+    # The kinds that move a chain of models on to the next one (config `fallback_on`).
+    fallback_on: frozenset[str] = frozenset({"server", "limit", "timeout", "network", "unknown"})
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> RetryPolicy:
@@ -38,6 +43,7 @@ class RetryPolicy:
             max_delay=float(config.get("retry_max_delay", 600.0)),
             max_elapsed=config.get("retry_max_elapsed"),
             filter=config.get("retry"),
+            fallback_on=frozenset(config.get("fallback_on") or cls.fallback_on),
         )
 
     def allows(self, error: AgentError) -> bool:
@@ -96,32 +102,72 @@ def call(
     on_retry: Callable[[dict[str, Any]], None] | None = None,
     sleep: Callable[[float], bool] | None = None,
     now: Callable[[], float] = time.monotonic,
+    model: str | None = None,
 ) -> T:
     """Run `attempt` until it succeeds or its error may not be retried.
 
     `sleep(seconds)` returns True when it was interrupted (cancel); the default waits on
-    `cancel`, so a stop ends a backoff at once. Raises the last error, or an `aborted` error.
+    `cancel`, so a stop ends a backoff at once. `model`, when given, is named in each
+    `on_retry` payload. Raises the last error, or an `aborted` error.
+    """
+    return over_chain(
+        lambda _index: attempt(),
+        policy,
+        models=[model] if model is not None else [],
+        cancel=cancel,
+        on_retry=on_retry,
+        sleep=sleep,
+        now=now,
+    )
+
+
+def over_chain(
+    attempt: Callable[[int], T],
+    policy: RetryPolicy,
+    *,
+    models: Sequence[str],
+    cancel: Signal | None = None,
+    on_retry: Callable[[dict[str, Any]], None] | None = None,
+    sleep: Callable[[float], bool] | None = None,
+    now: Callable[[], float] = time.monotonic,
+) -> T:
+    """`call` over a chain of models: `attempt(index)` asks `models[index]`.
+
+    A retryable error of a kind in `policy.fallback_on` moves to the next model at once (no
+    wait, and no `max_elapsed` check: another model is not a wait); after the last model the
+    chain starts again at the first after the backoff wait. Another retryable kind is retried
+    on the same model after the backoff wait. Each `on_retry` payload names the next model.
     """
     started = now()
-    retries = 0
+    retries = waits = index = 0
     while True:
         if cancel is not None and cancel.is_set():
             raise AgentError("the request was cancelled", kind="aborted")
         try:
-            return attempt()
+            return attempt(index)
         except AgentError as error:
             if cancel is not None and cancel.is_set():
                 raise AgentError("the request was cancelled", kind="aborted", cause=error) from error
             if not policy.allows(error):
                 raise
-            wait = policy.delay(retries, error)
-            if policy.max_elapsed is not None and now() - started + wait > policy.max_elapsed:
-                raise
+            moves = len(models) > 1 and error.kind in policy.fallback_on
+            switched = moves and index + 1 < len(models)
+            if switched:
+                index, wait = index + 1, 0.0
+            else:
+                wait = policy.delay(waits, error)
+                if policy.max_elapsed is not None and now() - started + wait > policy.max_elapsed:
+                    raise
+                waits += 1
+                index = 0 if moves else index
             retries += 1
-            _log_retry(error, retries, wait)
+            _log_retry(error, retries, wait, models[index] if len(models) > 1 else None)
             if on_retry is not None:
-                on_retry({"attempt": retries, "error": error, "delay": wait})
-            if _wait(wait, cancel, sleep):
+                payload: dict[str, Any] = {"attempt": retries, "error": error, "delay": wait}
+                if models:
+                    payload["model"] = models[index]
+                on_retry(payload)
+            if not switched and _wait(wait, cancel, sleep):
                 raise AgentError(
                     f"the request was cancelled while waiting to retry after: {error.message}",
                     kind="aborted",
@@ -129,16 +175,18 @@ def call(
                 ) from error
 
 
-def _log_retry(error: AgentError, attempt: int, wait: float) -> None:
+def _log_retry(error: AgentError, attempt: int, wait: float, model: str | None) -> None:
     """Every retry is visible: a misconfigured agent (wrong port, key, host) is never silent.
 
     `error.message` is already redacted by the HTTP layer, which knows the keys.
     """
+    on = f" on {model}" if model is not None else ""
     log.warning(
-        "model request failed (kind=%s, status=%s); retry %d in %.2f s: %s",
+        "model request failed (kind=%s, status=%s); retry %d%s in %.2f s: %s",
         error.kind,
         error.status,
         attempt,
+        on,
         wait,
         error.message,
     )
