@@ -48,6 +48,10 @@ def _call(id: str, text: str = "x") -> dict[str, Any]:
     return {"name": "note", "id": id, "arguments": {"text": text}}
 
 
+def _research(id: str) -> dict[str, Any]:
+    return {"name": "research", "id": id, "arguments": {"task": "dig"}}
+
+
 def _usage(i: int, o: int, **cache: int) -> dict[str, int]:
     return {"input_tokens": i, "output_tokens": o, **cache}
 
@@ -158,7 +162,7 @@ def test_sub_agent_runs_count_and_stop_at_the_callers_limit(server: ModelServer)
     researcher = _agent(server, no_tool_rounds=1)
     lead = _agent(server, tools=[researcher.as_tool("research", "Research")], limits={"total_tokens": 50})
     server.add(
-        {"tool_calls": [{"name": "research", "id": "r1", "arguments": {"task": "dig"}}], "usage": _usage(8, 2)},
+        {"tool_calls": [_research("r1")], "usage": _usage(8, 2)},
         {"tool_calls": [_call("n1")], "usage": _usage(25, 5)},
         {"tool_calls": [_call("n2")], "usage": _usage(25, 5)},
         "never asked",
@@ -169,7 +173,7 @@ def test_sub_agent_runs_count_and_stop_at_the_callers_limit(server: ModelServer)
     assert len(server.requests) == 3
     assert result.reason == "budget"
     assert result.limit == {"name": "total_tokens", "limit": 50, "used": 70}
-    tool_message = [m for m in lead.history if m["role"] == "tool"][0]
+    tool_message = next(m for m in lead.history if m["role"] == "tool")
     assert tool_message["sub_agent_usage"]["total_tokens"] == 60
     assert tool_message["sub_agent_spend"]["requests"] == 2
     assert tool_message["sub_agent_spend"]["tool_calls"] == 2
@@ -276,7 +280,10 @@ def test_session_scope_survives_a_new_process(server: ModelServer, tmp_path: Pat
 
 def test_cost_agrees_with_a_hand_computation(server: ModelServer) -> None:
     server.add(
-        {"tool_calls": [_call("c1")], "usage": _usage(1000, 200, cache_read_tokens=600, cache_write_tokens=100)},
+        {
+            "tool_calls": [_call("c1")],
+            "usage": _usage(1000, 200, cache_read_tokens=600, cache_write_tokens=100),
+        },
         {"text": "done", "usage": _usage(2000, 50, cache_read_tokens=1500)},
     )
     with _agent(server, prices=PRICES) as agent:
@@ -357,8 +364,7 @@ def test_manual_compact_past_a_session_limit_makes_no_request(server: ModelServe
         },
         history=history,
     )
-    with agent:
-        with pytest.raises(AgentError) as caught:
-            agent.compact()
+    with agent, pytest.raises(AgentError) as caught:
+        agent.compact()
     assert caught.value.kind == "limit" and "requests" in caught.value.message
     assert server.requests == []
