@@ -20,8 +20,7 @@ from . import compact as _compact
 from ._utils import tokens as _tokens
 from ._utils.cancel import Signal
 from ._utils.memo import Memo, activated, copied
-from ._utils.retry import RetryPolicy
-from ._utils.retry import call as with_retries
+from ._utils.retry import RetryPolicy, over_chain
 from ._utils.threads import Workers, reusing
 from .batch import Batch, failure_error
 from .budget import Budget, Reached, model_name
@@ -30,6 +29,7 @@ from .config import Config
 from .context import Context, Reuse, build, over_threshold
 from .errors import AgentError
 from .events import Emitter
+from .fallback import Member, members
 from .history import (
     Message,
     Spent,
@@ -83,7 +83,7 @@ class RunState:
     on_append: Callable[[Message], None] | None = None
     # The context of the current history length: the budget check and the request of a round
     # (and its retries) share one build, since history only grows during a run.
-    context_cache: tuple[int, Context] | None = None
+    context_cache: tuple[Any, Context] | None = None
     # The selected messages of history so far, extended each round by what was appended.
     reuse: Reuse = field(default_factory=Reuse)
     # Each entry's token count and wire form, computed once per run (see `_utils/memo.py`).
@@ -92,6 +92,8 @@ class RunState:
     budget: Budget = field(default_factory=lambda: Budget(None, None))
     # The round in progress: its HTTP attempts and the usage they reported (what its entry records).
     round: _Round | None = None
+    # The models a request may go to, in order: the primary, then config["fallback"].
+    chain: list[Member] = field(default_factory=list)
     # The reply the run ended on, and who wrote it (`SendResult.text` / `.model`).
     last: LLMResult | None = None
     last_model: str | None = None
@@ -103,12 +105,16 @@ class _Round:
 
     attempts: int = 0
     usage: Usage = field(default_factory=Usage)
-    model: str = ""
-    primary: bool = True
+    # The model of the latest attempt (the one that answered, once the round has its reply).
+    member: Member | None = None
 
-    def spent(self, result: LLMResult) -> Spent:
-        retried = self.usage - result.usage if result.usage_reported else self.usage
-        return Spent(self.model, not self.primary, max(1, self.attempts), retried)
+    def spent(self, result: LLMResult | None, fallback_name: str) -> Spent:
+        """What the round's entry records; `result` is its reply (None: a reply a cancel cut)."""
+        retried = self.usage - result.usage if result is not None and result.usage_reported else self.usage
+        member = self.member
+        name = member.name if member is not None else fallback_name
+        primary = member is None or member.primary
+        return Spent(name, not primary, max(1, self.attempts), retried)
 
 
 @dataclass
@@ -142,6 +148,7 @@ def run(state: RunState) -> SendResult:
     state.events.agent_start()
     try:
         state.budget = _budget_of(state)
+        state.chain = members(state.config)
         with activated(state.memo), reusing(Workers()):
             try:
                 result = _rounds(state)
@@ -276,9 +283,9 @@ def _finish(
 
 def _answered(state: RunState, result: LLMResult) -> Spent:
     """The reply of this round is accepted: who wrote it and what the round took."""
-    round_ = state.round or _Round(model=model_name(state.config["model"]))
-    state.last, state.last_model = result, round_.model
-    return round_.spent(result)
+    spent = (state.round or _Round()).spent(result, model_name(state.config["model"]))
+    state.last, state.last_model = result, spent.model
+    return spent
 
 
 _NO_OUTPUT = object()
@@ -317,13 +324,15 @@ def _model_round(state: RunState, *, reminder: bool) -> tuple[LLMResult, Any]:
 def _model_reply(state: RunState, reminder: bool, feedback: AgentError | None) -> tuple[LLMResult, Any]:
     """One reply, retried with backoff on failures, resent after compacting on an overflow."""
     policy = RetryPolicy.from_config(state.config)
+    chain = state.chain or members(state.config)
     first_overflow: AgentError | None = None
     compactions = 0
     while True:
         try:
-            return with_retries(
-                lambda: _attempt(state, reminder, feedback),
+            return over_chain(
+                lambda index: _attempt(state, chain[index], reminder, feedback),
                 policy,
+                models=[member.name for member in chain],
                 cancel=state.cancel,
                 on_retry=state.events.retry,
             )
@@ -335,7 +344,8 @@ def _model_reply(state: RunState, reminder: bool, feedback: AgentError | None) -
                 raise
             first_overflow = first_overflow or error
             # The context size the server named caps every later budget of this model.
-            _tokens.limits.learn(_ratio_key(state.config), context_limit(error))
+            asked = state.round.member if state.round is not None else None
+            _tokens.limits.learn(_ratio_key(asked.config if asked else state.config), context_limit(error))
             if compactions >= MAX_OVERFLOW_COMPACTIONS:
                 raise first_overflow from None
             compactions += 1
@@ -357,26 +367,30 @@ def _output_feedback(error: AgentError) -> Message:
     return {"role": "user", "content": text}
 
 
-def _attempt(state: RunState, reminder: bool, feedback: AgentError | None) -> tuple[LLMResult, Any]:
-    """One HTTP attempt; a structured-output reply that does not validate fails it (and is retried).
+def _attempt(
+    state: RunState, member: Member, reminder: bool, feedback: AgentError | None
+) -> tuple[LLMResult, Any]:
+    """One HTTP attempt to `member` of the chain; a structured-output reply that does not validate
+    fails it (and is retried).
 
     In tool_mode "auto", a server that refuses the tools field is answered at once by the same
     attempt in the text protocol (remembered for this base_url + model), not by a backoff.
     """
-    mode = effective_mode(state.config) if state.tools else "native"
+    mode = effective_mode(member.config) if state.tools else "native"
     try:
-        return _attempt_in(state, reminder, feedback, mode)
+        return _attempt_in(state, member, reminder, feedback, mode)
     except AgentError as error:
-        if mode == "native" and state.tools and refused_tools(error, state.config):
-            return _attempt_in(state, reminder, feedback, "text")
+        if mode == "native" and state.tools and refused_tools(error, member.config):
+            return _attempt_in(state, member, reminder, feedback, "text")
         raise
 
 
 def _attempt_in(
-    state: RunState, reminder: bool, feedback: AgentError | None, mode: str
+    state: RunState, member: Member, reminder: bool, feedback: AgentError | None, mode: str
 ) -> tuple[LLMResult, Any]:
-    config = state.config
-    ctx = _context(state)
+    # The member's config is the run's with that model's connection keys (fallback.py).
+    config = member.config
+    ctx = _context(state, config)
     state.memo.built = list(map(id, ctx.messages))  # the adapters may reuse what they rendered of these
     messages = list(ctx.messages)
     if reminder:
@@ -397,9 +411,9 @@ def _attempt_in(
         system, messages, spec = as_text(system, messages, schema)
         tools = []
         chars = len(system) + _tokens.messages_chars(messages)
-    request = _request(state, system, messages, tools)
-    name = model_name(config["model"])
-    _admit(state, name, primary=True)
+    request = _request(config, system, messages, tools)
+    name = member.name
+    _admit(state, member)
     state.events.llm_start({"messages": messages, "tools": tools, "system": system})
     partial = _Partial(spec=spec)
     state.partial = partial
@@ -445,13 +459,13 @@ def _attempt_in(
     return result, output
 
 
-def _admit(state: RunState, name: str, *, primary: bool) -> None:
+def _admit(state: RunState, member: Member) -> None:
     """Before an HTTP attempt of the round: the budget may refuse it (`Reached`), else it counts."""
-    state.budget.admit(name)
+    state.budget.admit(member.name)
     round_ = state.round
     if round_ is not None:
         round_.attempts += 1
-        round_.model, round_.primary = name, primary
+        round_.member = member
 
 
 def _event_sink(events: Emitter, partial: _Partial) -> Callable[[dict[str, Any]], None]:
@@ -462,11 +476,13 @@ def _event_sink(events: Emitter, partial: _Partial) -> Callable[[dict[str, Any]]
     return sink
 
 
-def _context(state: RunState) -> Context:
+def _context(state: RunState, config: Mapping[str, Any] | None = None) -> Context:
+    """The context of the current history for the model `config` names (its protocol and ratio)."""
+    config = config if config is not None else state.config
+    key = (len(state.history), _ratio_key(config), config["capabilities"].get("reasoning", False))
     cached = state.context_cache
-    if cached is not None and cached[0] == len(state.history):
+    if cached is not None and cached[0] == key:
         return cached[1]
-    config = state.config
     ctx = build(
         state.history,
         system=config["system"],
@@ -477,12 +493,13 @@ def _context(state: RunState) -> Context:
         reasoning=config["capabilities"].get("reasoning", False),
         reuse=state.reuse,
     )
-    state.context_cache = (len(state.history), ctx)
+    state.context_cache = (key, ctx)
     return ctx
 
 
-def _request(state: RunState, system: str, messages: list[Message], tools: list[dict[str, Any]]) -> Request:
-    config = state.config
+def _request(
+    config: Mapping[str, Any], system: str, messages: list[Message], tools: list[dict[str, Any]]
+) -> Request:
     model = config["model"]
     return Request(
         model=model if isinstance(model, str) else "",
@@ -530,9 +547,10 @@ def _close_partial_reply(state: RunState) -> None:
         if not text:
             return
     taken = used_ids(state.history)
-    calls = [unique_part(call, taken, protocol=state.config["protocol"]) for call in partial.calls]
-    round_ = state.round or _Round(model=model_name(state.config["model"]))
-    spent = Spent(round_.model, not round_.primary, max(1, round_.attempts), round_.usage)
+    round_ = state.round or _Round()
+    asked = round_.member.config if round_.member is not None else state.config
+    calls = [unique_part(call, taken, protocol=asked["protocol"]) for call in partial.calls]
+    spent = round_.spent(None, model_name(state.config["model"]))
     _append(state, cut_reply(text, calls, spent), reply=True)
     if calls:
         results = [interrupted_result() for _ in calls]
