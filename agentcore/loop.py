@@ -414,7 +414,7 @@ def _attempt_in(
     request = _request(config, system, messages, tools)
     name = member.name
     _admit(state, member)
-    state.events.llm_start({"messages": messages, "tools": tools, "system": system})
+    state.events.llm_start({"messages": messages, "tools": tools, "system": system}, config)
     partial = _Partial(spec=spec)
     state.partial = partial
     try:
