@@ -8,8 +8,8 @@ This is the application, so it prints (the library only logs, on logger "agentco
 Nothing imports this package but `__main__` and the console script: `import agentcore`
 stays as cheap as it was.
 
-Exit status: 0 done (and leaving the REPL), 3 `run` hit --max-steps, 1 an AgentError
-(kind and message on stderr), 2 a usage error, 130 `run` stopped by Ctrl-C.
+Exit status: 0 done (and leaving the REPL), 3 `run` hit --max-steps or a --budget-* limit, 1 an
+AgentError (kind and message on stderr), 2 a usage error, 130 `run` stopped by Ctrl-C.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def _run(args: Any, app: _App) -> int:
     result = app.agent.send(args.task)
     app.display.end_reply()
     print(result.text)
-    return EXIT_STEP_LIMIT if result.reason == "step-limit" else EXIT_OK
+    return EXIT_STEP_LIMIT if result.reason in ("step-limit", "budget") else EXIT_OK
 
 
 def _reader() -> Callable[[str], str]:
@@ -115,6 +115,8 @@ def _build_app(args: Any, cleanup: ExitStack) -> _App:
     display = Display(sys.stdout, sys.stderr, stream_text=args.command is _chat)
     _show_library_warnings(display)
     config = _connection(args, cleanup)
+    config.update(_fallback_and_budget(args, config))
+    display.chain = bool(config.get("fallback"))
     config["retry"] = CLI_RETRY
     if args.system:
         config["system"] = args.system
@@ -127,10 +129,12 @@ def _build_app(args: Any, cleanup: ExitStack) -> _App:
     tools = load(demo.TOOLS if args.demo else [], *args.tools)
     if not args.session:
         agent = cleanup.enter_context(Agent(config, tools=tools, callbacks=display.callbacks()))
+        agent.subscribe(display.event)
         return _App(agent, display, agent.history.clear)
     store, session_id = _open_store(args.session, cleanup)
     agent = Agent(config, tools=tools, callbacks=display.callbacks(), session=store.session(session_id))
     cleanup.enter_context(agent)
+    agent.subscribe(display.event)
 
     def reset() -> None:
         store.delete(session_id)
@@ -156,6 +160,38 @@ def _connection(args: Any, cleanup: ExitStack) -> dict[str, Any]:
     # No key is fine: local servers (llama.cpp, vLLM, Ollama) take none.
     api_key = os.environ.get(key_env, "")
     return {"base_url": base_url, "model": model, "protocol": args.protocol, "api_key": api_key}
+
+
+def _fallback_and_budget(args: Any, primary: dict[str, Any]) -> dict[str, Any]:
+    """config `fallback` from --fallback-model (and the --fallback-* endpoint flags), `limits`
+    from --budget-tokens / --budget-requests."""
+    extra: dict[str, Any] = {}
+    endpoint = args.fallback_base_url or args.fallback_protocol or args.fallback_api_key_env
+    if endpoint and not args.fallback_model:
+        raise UsageError(
+            "--fallback-base-url, --fallback-protocol and --fallback-api-key-env need --fallback-model"
+        )
+    if args.fallback_model:
+        overrides: dict[str, Any] = {}
+        if args.fallback_base_url:
+            overrides["base_url"] = args.fallback_base_url
+        protocol = args.fallback_protocol or primary.get("protocol", "chat")
+        if args.fallback_protocol:
+            overrides["protocol"] = args.fallback_protocol
+        if args.fallback_base_url or args.fallback_api_key_env:
+            key_env = args.fallback_api_key_env or KEY_ENV[protocol]
+            if args.fallback_api_key_env and key_env not in os.environ:
+                raise UsageError(f"--fallback-api-key-env {key_env}: that environment variable is not set")
+            overrides["api_key"] = os.environ.get(key_env, "")
+        extra["fallback"] = [{**overrides, "model": model} for model in args.fallback_model]
+    limits = {}
+    if args.budget_tokens is not None:
+        limits["total_tokens"] = args.budget_tokens
+    if args.budget_requests is not None:
+        limits["requests"] = args.budget_requests
+    if limits:
+        extra["limits"] = limits
+    return extra
 
 
 def _open_store(spec: str, cleanup: ExitStack) -> tuple[Any, str]:
@@ -193,6 +229,32 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--demo", action="store_true", help="talk to a built-in scripted model: no key, no network"
     )
+    common.add_argument(
+        "--fallback-model",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="a model asked at once when the primary fails (repeatable, tried in order)",
+    )
+    common.add_argument(
+        "--fallback-base-url",
+        type=_url,
+        metavar="URL",
+        help="the fallback models' API root (default: --base-url)",
+    )
+    common.add_argument("--fallback-protocol", choices=PROTOCOLS, help="the fallback models' wire protocol")
+    common.add_argument(
+        "--fallback-api-key-env", metavar="NAME", help="environment variable holding the fallback's API key"
+    )
+    common.add_argument(
+        "--budget-tokens",
+        type=_positive_int,
+        metavar="N",
+        help="stop before a request once N tokens are used",
+    )
+    common.add_argument(
+        "--budget-requests", type=_positive_int, metavar="N", help="stop before request N + 1 (retries count)"
+    )
 
     parser = argparse.ArgumentParser(prog="agentcore", description="Talk to a model, with tools.")
     commands = parser.add_subparsers(metavar="COMMAND", required=True)
@@ -203,6 +265,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--max-steps", type=_positive_int, metavar="N", help="stop after N model replies")
     run.set_defaults(command=_run)
     return parser
+
+
+def _url(text: str) -> str:
+    if not text.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http:// or https:// URL")
+    return text
 
 
 def _positive_int(text: str) -> int:

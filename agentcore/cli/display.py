@@ -34,6 +34,8 @@ class Display:
         self.stream_text = stream_text
         self._lock = threading.Lock()
         self._mid_line = False
+        # With fallback models, each retry says which model it goes to.
+        self.chain = False
 
     def callbacks(self) -> dict[str, Callable[[dict[str, Any]], None]]:
         return {
@@ -75,7 +77,19 @@ class Display:
         error = payload.get("error")
         kind = getattr(error, "kind", "unknown")
         delay_s = float(payload.get("delay", 0))
-        self.notice(f"[retry {payload.get('attempt')} in {delay_s:.1f} s ({kind}): {error}]")
+        model = payload.get("model")
+        on = f" on {model}" if model and self.chain else ""
+        self.notice(f"[retry {payload.get('attempt')}{on} in {delay_s:.1f} s ({kind}): {error}]")
+
+    def event(self, event: dict[str, Any]) -> None:
+        """A run event (`agent.subscribe`): who answered when it was a fallback, why a run stopped."""
+        kind = event.get("type")
+        if kind == "message_end" and event["message"].get("fallback"):
+            self.notice(f"[answered by {event['message'].get('model')} (fallback)]")
+        elif kind == "budget_reached":
+            self.notice(
+                f"[budget: the {event['name']} limit of {event['limit']} is reached ({event['used']} used)]"
+            )
 
     # ------------------------------------------------------------ plain output
 
