@@ -32,6 +32,7 @@ from typing import Any
 
 from agentcore import Agent, AgentError, ToolContext, tool
 from agentcore.history import open_calls
+from agentcore.usage import cost
 from agentcore.store import SQLiteStore
 from agentcore.testing import ModelServer, Recorded
 
@@ -159,6 +160,12 @@ def model_config(stack: ExitStack, protocol: str | None) -> dict[str, Any]:
         }
     server = stack.enter_context(ModelServer(default=demo_model))
     return {"base_url": server.base_url, "model": "demo", "protocol": "chat"}
+
+
+def prices_config(path: str | None) -> dict[str, Any]:
+    """config["prices"] from --prices FILE.json or the AGENTCORE_PRICES environment variable (JSON)."""
+    text = Path(path).read_text(encoding="utf-8") if path else os.environ.get("AGENTCORE_PRICES")
+    return {"prices": json.loads(text)} if text else {}
 
 
 # --- live sessions -------------------------------------------------------------------------------
@@ -314,10 +321,16 @@ class Pending:
 
 
 class TurnStats:
-    """Per turn: model time, tool times and tokens — published as a `turn_stats` event and logged."""
+    """Per turn: model time, tool times and tokens — published as a `turn_stats` event and logged.
+
+    With prices configured (`--prices FILE.json` or AGENTCORE_PRICES), also the turn's cost: what
+    `agentcore.usage.cost` makes of the entries the turn appended (its reply, retried attempts,
+    a compaction, sub-agents), and the model that answered when it was a fallback.
+    """
 
     def __init__(self, live: Live) -> None:
         self.live = live
+        self.first_entry = 0  # where the turn's entries start in the live mirror
         self.turn_started = 0.0
         self.model_ms = 0.0
         self.tools_started = 0.0
@@ -329,6 +342,7 @@ class TurnStats:
         kind = event["type"]
         if kind == "turn_start":
             self.turn_started, self.model_ms, self.tools = now, 0.0, []
+            self.first_entry = len(self.live.mirror)
             self.tools_started = 0.0
         elif kind == "message_end" and event["message"].get("role") == "assistant":
             self.model_ms = (now - self.turn_started) * 1000
@@ -354,6 +368,11 @@ class TurnStats:
             "input_tokens": usage.get("input_tokens", 0),
             "output_tokens": usage.get("output_tokens", 0),
         }
+        prices = self.live.hub.config.get("prices")
+        if prices:
+            line["cost"] = cost(self.live.mirror[self.first_entry :], prices)
+        if event["message"].get("fallback"):
+            line["model"] = event["message"].get("model")
         log(line)
         # message_id names the turn's reply, so that a page that drew this turn from history
         # (opened while the turn was being written) replaces its line instead of adding one.
@@ -656,9 +675,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--token", default=None, help="require Authorization: Bearer TOKEN on /api/")
     parser.add_argument("--heartbeat", type=float, default=HEARTBEAT_S, help="seconds between SSE heartbeats")
     parser.add_argument("--protocol", default=None, help="the real endpoint's protocol")
+    parser.add_argument(
+        "--prices",
+        default=None,
+        help="JSON file {model: {input, output, ...}} per million tokens: shows cost",
+    )
     args = parser.parse_args(argv)
     with ExitStack() as stack:
-        config = {**model_config(stack, args.protocol), **PRODUCTION_CONFIG}
+        config = {**model_config(stack, args.protocol), **PRODUCTION_CONFIG, **prices_config(args.prices)}
         store = SQLiteStore(args.db)
         stack.callback(store.close)
         created = CreatedSessions(args.db)
