@@ -26,6 +26,7 @@ from ._utils.cancel import Signal, child
 from ._utils.notify import notify
 from ._utils.retry import RetryPolicy
 from ._utils.retry import call as with_retries
+from .budget import model_name
 from .context import HEAD_SHARE, HEAD_TURNS, TAIL_SHARE, excerpted_input, is_compact_turn, latest_summary
 from .errors import AgentError
 from .events import error_info
@@ -200,7 +201,8 @@ class _Sender:
                 result = attempt()
             else:
                 on_retry = functools.partial(notify, self.on_retry)
-                result = with_retries(attempt, self.retry, cancel=self.cancel, on_retry=on_retry)
+                model = model_name(self.connection.get("model", ""))
+                result = with_retries(attempt, self.retry, cancel=self.cancel, on_retry=on_retry, model=model)
         except AgentError as error:
             _tokens.limits.learn(self.key, context_limit(error))
             raise

@@ -309,7 +309,8 @@ class Emitter:
     def retry(self, payload: dict[str, Any]) -> None:
         """A failed attempt is about to be retried: its partial reply gets no `message_end`."""
         self._reply_open = False
-        self._callback("on_retry", payload)
+        # `on_retry` keeps its documented keys (attempt, error, delay); the event also names the model.
+        self._callback("on_retry", {k: v for k, v in payload.items() if k != "model"})
         error = payload.get("error")
         keys = {
             "attempt": payload.get("attempt"),

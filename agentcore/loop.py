@@ -318,7 +318,9 @@ def _model_round(state: RunState, *, reminder: bool) -> tuple[LLMResult, Any]:
                 cause=feedback,
             ) from feedback
         retries += 1
-        state.events.retry({"attempt": retries, "error": feedback, "delay": 0.0})
+        # Asked again from the start of the chain, as every reply of a round is.
+        first = state.chain[0].name if state.chain else model_name(state.config["model"])
+        state.events.retry({"attempt": retries, "error": feedback, "delay": 0.0, "model": first})
 
 
 def _model_reply(state: RunState, reminder: bool, feedback: AgentError | None) -> tuple[LLMResult, Any]:

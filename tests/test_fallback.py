@@ -220,7 +220,8 @@ def test_request_and_auth_errors_stay_on_the_model(server: ModelServer) -> None:
             "fallback": fallback,
         }
         seen: list[dict[str, Any]] = []
-        with Agent(config=config, callbacks={"on_retry": seen.append}) as agent:
+        with Agent(config=config) as agent:
+            agent.subscribe(lambda event: seen.append(event) if event["type"] == "retry" else None)
             result = agent.send("go")
         assert result.text == "from the primary" and result.model == "main"
         assert [p["model"] for p in seen] == ["main", "main"]
@@ -261,7 +262,8 @@ def test_after_the_last_model_the_chain_starts_again_at_the_primary(server: Mode
             "fallback": fallback,
         }
         seen: list[dict[str, Any]] = []
-        with Agent(config=config, callbacks={"on_retry": seen.append}) as agent:
+        with Agent(config=config) as agent:
+            agent.subscribe(lambda event: seen.append(event) if event["type"] == "retry" else None)
             result = agent.send("go")
         assert result.model == "first" and result.text == "primary, second time round"
         assert [(p["model"], p["delay"]) for p in seen] == [("second", 0.0), ("third", 0.0), ("first", 0.02)]

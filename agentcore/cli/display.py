@@ -43,7 +43,6 @@ class Display:
             "on_tool_call": self.tool_call,
             "on_tool_output": self.tool_output,
             "on_tool_result": self.tool_result,
-            "on_retry": self.retry,
         }
 
     # ------------------------------------------------------------ callbacks
@@ -71,20 +70,22 @@ class Display:
         verb = "failed" if failed else "returned"
         self.notice(f"[tool] {result.get('tool_name')} {verb} {_preview(output.get('value'))}")
 
-    def retry(self, payload: dict[str, Any]) -> None:
+    def retry(self, event: dict[str, Any]) -> None:
         # The attempt starts again from nothing: said on its own line, so the text shown so far
         # is not taken for the beginning of the next attempt.
-        error = payload.get("error")
-        kind = getattr(error, "kind", "unknown")
-        delay_s = float(payload.get("delay", 0))
-        model = payload.get("model")
+        error = event.get("error") or {}
+        delay_s = float(event.get("delay") or 0)
+        model = event.get("model")
         on = f" on {model}" if model and self.chain else ""
-        self.notice(f"[retry {payload.get('attempt')}{on} in {delay_s:.1f} s ({kind}): {error}]")
+        kind, message = error.get("kind", "unknown"), error.get("message", "")
+        self.notice(f"[retry {event.get('attempt')}{on} in {delay_s:.1f} s ({kind}): {message}]")
 
     def event(self, event: dict[str, Any]) -> None:
-        """A run event (`agent.subscribe`): who answered when it was a fallback, why a run stopped."""
+        """A run event (`agent.subscribe`): retries, a fallback that answered, a budget that ended a run."""
         kind = event.get("type")
-        if kind == "message_end" and event["message"].get("fallback"):
+        if kind == "retry":
+            self.retry(event)
+        elif kind == "message_end" and event["message"].get("fallback"):
             self.notice(f"[answered by {event['message'].get('model')} (fallback)]")
         elif kind == "budget_reached":
             self.notice(

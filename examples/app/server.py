@@ -32,9 +32,9 @@ from typing import Any
 
 from agentcore import Agent, AgentError, ToolContext, tool
 from agentcore.history import open_calls
-from agentcore.usage import cost
 from agentcore.store import SQLiteStore
 from agentcore.testing import ModelServer, Recorded
+from agentcore.usage import cost
 
 PAGE = Path(__file__).with_name("index.html")
 MAX_MESSAGE_BYTES = 1024 * 1024  # a bigger message is refused (413) before anything is written
