@@ -28,6 +28,18 @@ import pytest
 PARTIAL = ["PARTIAL", " words", " from", " the", " primary"]
 
 
+def _need(module: str) -> Any:
+    """Import a test dependency; missing, it skips — except under CI=true, where it fails."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as missing:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{module} is missing (pip install -e '.[test]'): {missing}")
+        pytest.skip(f"{module} is not installed")
+
+
 @contextlib.contextmanager
 def refused_port() -> Iterator[str]:
     """A base_url whose port is bound but not listening: connecting is refused, and the port
@@ -55,8 +67,8 @@ class ChatFault:
     """
 
     def __init__(self, mode: str) -> None:
-        uvicorn = pytest.importorskip("uvicorn")
-        responses = pytest.importorskip("starlette.responses")
+        uvicorn = _need("uvicorn")
+        responses = _need("starlette.responses")
         self.mode = mode
         self.release = threading.Event()
         self.requests = 0
@@ -111,9 +123,9 @@ class FakeLLM:
     """
 
     def __init__(self, rules: list[dict[str, Any]], folder: Path) -> None:
-        pytest.importorskip("fakellm")
-        uvicorn = pytest.importorskip("uvicorn")
-        yaml = pytest.importorskip("yaml")
+        _need("fakellm")
+        uvicorn = _need("uvicorn")
+        yaml = _need("yaml")
         path = folder / "fakellm.yaml"
         path.write_text(yaml.safe_dump({"version": 1, "rules": rules}))
         os.environ["FAKELLM_CONFIG"] = str(path)
