@@ -24,8 +24,7 @@ from typing import Any
 from ._utils import tokens as _tokens
 from ._utils.cancel import Signal, child
 from ._utils.notify import notify
-from ._utils.retry import RetryPolicy
-from ._utils.retry import call as with_retries
+from ._utils.retry import RetryPolicy, over_chain
 from .budget import model_name
 from .context import HEAD_SHARE, HEAD_TURNS, TAIL_SHARE, excerpted_input, is_compact_turn, latest_summary
 from .errors import AgentError
@@ -85,9 +84,11 @@ def run(
     retry: RetryPolicy | None = None,
     on_retry: Callable[[dict[str, Any]], None] | None = None,
     observe: Observe | None = None,
-    before_request: Callable[[], None] | None = None,
+    before_request: Callable[[str], None] | None = None,
+    fallbacks: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """Write a summary of `history`. Returns `{"content": str, "usage": Usage, "input_excerpted": bool}`.
+    """Write a summary of `history`. Returns `{"content": str, "usage": Usage, "input_excerpted": bool,
+    "model": str}` (`model`: the name of the model that wrote it).
 
     The summary request fits the model's context: `max_context_tokens`, or the smaller limit
     the server named in an overflow error (`_utils/tokens.limits`), less the request's output
@@ -103,8 +104,10 @@ def run(
         previous: the previous summary; defaults to the latest compact entry of `history`.
         observe: hears `chat_start` / `chat_end` / `chat_error` around each HTTP attempt
             (`events.Emitter.note`: a compaction's requests get their telemetry spans).
-        before_request: called before each HTTP attempt (the loop's budget counts and checks
-            it there; what it raises ends the compaction).
+        before_request: called with the model's name before each HTTP attempt (the loop's
+            budget counts and checks it there; what it raises ends the compaction).
+        fallbacks: connections tried after `connection` as the loop's chain is (config
+            `fallback`): a kind in the retry policy's `fallback_on` moves to the next at once.
 
     Raises:
         AgentError: a request failed (an overflow of a summary request included: its limit is
@@ -114,6 +117,7 @@ def run(
     try:
         send = _Sender(connection, signal, on_compact, retry, on_retry, observe)
         send.before_request = before_request
+        send.chain = [connection, *fallbacks]
         plan = _plan(history, system, connection, previous, max_context_tokens)
         notify(on_compact, {"type": "compact-start"})
         content, usage = _summarise(plan, send)
@@ -122,7 +126,8 @@ def run(
     excerpted = _warn_if_input_excerpted(history, max_context_tokens, _tokens.ratios.get(send.key))
     finish = {"type": "compact-finish", "content": content, "usage": usage, "input_excerpted": excerpted}
     notify(on_compact, finish)
-    return {"content": content, "usage": usage, "input_excerpted": excerpted}
+    model = model_name(send.answered.get("model", ""))
+    return {"content": content, "usage": usage, "input_excerpted": excerpted, "model": model}
 
 
 @dataclass(frozen=True)
@@ -187,55 +192,59 @@ class _Sender:
         self.retry = retry
         self.on_retry = on_retry
         self.observe = observe
-        self.before_request: Callable[[], None] | None = None
+        self.before_request: Callable[[str], None] | None = None
+        # The models to ask in order (the connection, then the run's fallbacks), and who answered.
+        self.chain: list[Mapping[str, Any]] = [connection]
+        self.answered: Mapping[str, Any] = connection
 
     def __call__(self, prompt: str, max_tokens: int) -> LLMResult:
-        request = summary_request(self.connection, prompt, max_tokens)
-        attempt: Callable[[], LLMResult] = functools.partial(self._attempt, request)
-        if self.observe is not None:
-            attempt = _observed(attempt, self.observe, request, self.connection)
-        if self.before_request is not None:
-            attempt = _gated(attempt, self.before_request)
+        names = [model_name(c.get("model", "")) for c in self.chain]
+        asked: list[Mapping[str, Any]] = [self.connection]
+
+        def attempt(index: int) -> LLMResult:
+            asked[0] = self.chain[index]
+            return self._asked(asked[0], names[index], summary_request(asked[0], prompt, max_tokens))
+
         try:
             if self.retry is None:
-                result = attempt()
+                result = attempt(0)
             else:
                 on_retry = functools.partial(notify, self.on_retry)
-                model = model_name(self.connection.get("model", ""))
-                result = with_retries(attempt, self.retry, cancel=self.cancel, on_retry=on_retry, model=model)
+                result = over_chain(attempt, self.retry, models=names, cancel=self.cancel, on_retry=on_retry)
         except AgentError as error:
-            _tokens.limits.learn(self.key, context_limit(error))
+            _tokens.limits.learn(model_key(asked[0]), context_limit(error))
             raise
+        self.answered = asked[0]
         if result.usage_reported:
+            request = summary_request(asked[0], prompt, max_tokens)
             chars = len(request.system) + _tokens.messages_chars(request.messages)
-            _tokens.ratios.learn(self.key, chars, result.usage.input_tokens)
+            _tokens.ratios.learn(model_key(asked[0]), chars, result.usage.input_tokens)
         return result
 
-    def _attempt(self, request: Request) -> LLMResult:
-        from .llm import complete
+    def _asked(self, connection: Mapping[str, Any], name: str, request: Request) -> LLMResult:
+        """One HTTP attempt to `connection`: the budget's say first, then telemetry around it."""
+        if self.before_request is not None:
+            self.before_request(name)
+        attempt: Callable[[], LLMResult] = functools.partial(self._attempt, connection, request)
+        if self.observe is not None:
+            attempt = _observed(attempt, self.observe, request, connection)
+        return attempt()
 
-        connection = self.connection
+    def _attempt(self, connection: Mapping[str, Any], request: Request) -> LLMResult:
+        from .llm import complete
 
         def on_event(event: dict[str, Any]) -> None:
             notify(self.on_compact, {**event, "request": "compact"})
 
         return complete(
             request,
-            self.protocol,
+            str(connection.get("protocol") or "chat"),
             cancel=self.cancel,
             on_event=on_event,
             timeout=connection.get("request_timeout"),
             adapter=connection.get("model", ""),
             idle_timeout=connection.get("stream_idle_timeout"),
         )
-
-
-def _gated(attempt: Callable[[], LLMResult], before: Callable[[], None]) -> Callable[[], LLMResult]:
-    def gated() -> LLMResult:
-        before()
-        return attempt()
-
-    return gated
 
 
 def summary_request(connection: Mapping[str, Any], prompt: str, max_tokens: int) -> Request:

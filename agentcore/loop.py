@@ -573,10 +573,11 @@ def compact_now(state: RunState, reason: str = "manual") -> str:
     config = state.config
     events = state.events
     connection = _compact.connection_of(config)
-    name = model_name(connection["model"])
+    # The fallbacks write a summary too when the compaction model fails (without `compact`'s overrides).
+    fallbacks = [_compact.connection_of({**m.config, "compact": None}) for m in state.chain[1:]]
     attempts = 0
 
-    def before_request() -> None:
+    def before_request(name: str) -> None:
         nonlocal attempts
         state.budget.admit(name)
         attempts += 1
@@ -593,7 +594,9 @@ def compact_now(state: RunState, reason: str = "manual") -> str:
         on_retry=events.retry,
         observe=events.observer(),
         before_request=before_request,
+        fallbacks=fallbacks,
     )
+    name = result["model"]
     state.usage.add(result["usage"])
     state.budget.used_tokens(name, result["usage"])
     message = compact_entry(result["content"], result["usage"], Spent(name, attempts=attempts))
@@ -607,6 +610,7 @@ def compact_run(state: RunState) -> str:
     state.events.agent_start(on_start=False)
     try:
         state.budget = _budget_of(state)
+        state.chain = members(state.config)
         _announce_start(state)
         try:
             summary = compact_now(state, "manual")

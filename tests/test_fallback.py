@@ -418,3 +418,24 @@ def test_partial_text_of_a_dropped_stream_is_announced_then_discarded() -> None:
     assert events[retry]["model"] == "backup"
     assert "message_end" not in kinds[kinds.index("message_update") : retry]
     assert run.result.text == "a whole answer"
+
+
+def test_compaction_goes_along_the_chain_too(server: ModelServer) -> None:
+    """The primary is down when a summary is due: the fallback writes it, and answers the round."""
+    with ModelServer() as backup:
+        long = "word " * 400
+        server.add(
+            {"tool_calls": [{"name": "lookup", "id": "c1", "arguments": {"key": long}}]},
+            {"status": 503, "error": "down"},  # the summary request
+            {"status": 503, "error": "down"},  # round 2
+        )
+        backup.add("summary written by the backup", "answer from the backup")
+        fallback = [{"base_url": backup.base_url, "model": "backup"}]
+        config = {"base_url": server.base_url, "model": "main", **NEVER, "fallback": fallback}
+        config.update(max_context_tokens=400, compact_threshold=0.5, no_tool_rounds=1)
+        with Agent(config=config, tools=[lookup]) as agent:
+            result = agent.send("go")
+        compact = next(m for m in agent.history if m["role"] == "compact")
+        assert compact["content"] == "summary written by the backup" and compact["model"] == "backup"
+        assert result.text == "answer from the backup" and result.model == "backup"
+        assert history_is_valid(agent.history)
