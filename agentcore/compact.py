@@ -2,6 +2,7 @@
 
     summary = run(history=agent.history, system=system, tools=tool_schemas,
                   connection={"base_url": ..., "api_key": ..., "model": "small-model"})
+    connection_of(config)    # the Connection an agent's compaction uses (config["compact"] applied)
     history.append(agentcore.history.compact(summary["content"]))
 
 The summary request carries the same turn selection as a normal request, rendered as a
@@ -12,6 +13,7 @@ Nothing is ever removed from history: the caller appends the summary.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -22,11 +24,12 @@ from ._utils.cancel import Signal, child
 from ._utils.notify import notify
 from ._utils.retry import RetryPolicy
 from ._utils.retry import call as with_retries
+from .connection import Connection
 from .context import HEAD_SHARE, HEAD_TURNS, TAIL_SHARE, excerpted_input, is_compact_turn, latest_summary
 from .errors import AgentError
 from .events import error_info
 from .history import paired, render, turns
-from .protocols.base import DEFAULT_CAPABILITIES, LLMResult, Request
+from .protocols.base import LLMResult, Request
 from .usage import Usage
 
 SUMMARY_SYSTEM = (
@@ -61,7 +64,7 @@ def run(
     history: Sequence[Mapping[str, Any]],
     system: str = "",
     tools: Any = None,
-    connection: Mapping[str, Any],
+    connection: Mapping[str, Any] | Connection,
     previous: str | None = None,
     on_compact: Callable[[dict[str, Any]], None] | None = None,
     cancel: threading.Event | None = None,
@@ -77,7 +80,7 @@ def run(
 
     Args:
         connection: `base_url`, `api_key`, `model`, and optionally `protocol`, `provider`,
-            `stream`, `request_timeout`, `capabilities`, `cache`.
+            `stream`, `request_timeout`, `capabilities`, `cache` (or a `Connection`).
         previous: the previous summary; defaults to the latest compact entry of `history`.
         observe: hears `chat_start` / `chat_end` / `chat_error` around each HTTP attempt
             (`events.Emitter.note`: a compaction's requests get their telemetry spans).
@@ -85,6 +88,8 @@ def run(
     Raises:
         AgentError: the request failed, or the summary came back empty (kind "unknown").
     """
+    if not isinstance(connection, Connection):
+        connection = Connection.of(connection)
     signal, unfollow = child(cancel)
     try:
         return _run(
@@ -108,7 +113,7 @@ def _run(
     history: Sequence[Mapping[str, Any]],
     system: str,
     tools: Any,
-    connection: Mapping[str, Any],
+    connection: Connection,
     previous: str | None,
     on_compact: Callable[[dict[str, Any]], None] | None,
     cancel: Signal,
@@ -117,52 +122,20 @@ def _run(
     on_retry: Callable[[dict[str, Any]], None] | None,
     observe: Observe | None,
 ) -> dict[str, Any]:
-    from .llm import complete
-
-    protocol = str(connection.get("protocol") or "chat")
-    model = connection.get("model", "")
-    key = (protocol, connection.get("base_url", ""), model if isinstance(model, str) else id(model))
-    ratio = _tokens.ratios.get(key)
-    budget_chars = _budget_chars(max_context_tokens, ratio, system, previous)
-    transcript, latest = select_transcript(history, budget_chars)
-    previous = previous if previous is not None else latest
-    request = Request(
-        model=model if isinstance(model, str) else "",
-        messages=[{"role": "user", "content": summary_prompt(transcript, system, previous)}],
-        system=SUMMARY_SYSTEM,
-        base_url=str(connection.get("base_url", "")),
-        api_key=_key(connection.get("api_key")),
-        provider=_without_tool_choice(connection.get("provider") or {}),
-        stream=bool(connection.get("stream", True)),
-        cache=connection.get("cache", True),
-        capabilities={**DEFAULT_CAPABILITIES, **(connection.get("capabilities") or {})},
-        max_tokens=connection.get("max_tokens"),
+    ratio = _tokens.ratios.get(connection.model_key)
+    transcript, latest = select_transcript(
+        history, _budget_chars(max_context_tokens, ratio, system, previous)
     )
+    previous = previous if previous is not None else latest
+    # A forced tool would make the summary a tool call: the summariser may only write text.
+    connection = dataclasses.replace(connection, provider=_without_tool_choice(connection.provider))
+    prompt = summary_prompt(transcript, system, previous)
+    request = connection.request(system=SUMMARY_SYSTEM, messages=[{"role": "user", "content": prompt}])
     notify(on_compact, {"type": "compact-start"})
-
-    def on_event(event: dict[str, Any]) -> None:
-        notify(on_compact, {**event, "request": "compact"})
-
-    def send() -> LLMResult:
-        return complete(
-            request,
-            protocol,
-            cancel=cancel,
-            on_event=on_event,
-            timeout=connection.get("request_timeout"),
-            adapter=model,
-            idle_timeout=connection.get("stream_idle_timeout"),
-        )
-
-    attempt = send if observe is None else _observed(send, observe, request, connection)
-
-    if retry is None:
-        result = attempt()
-    else:
-        result = with_retries(attempt, retry, cancel=cancel, on_retry=lambda p: notify(on_retry, p))
-    chars = len(request.system) + _tokens.messages_chars(request.messages)
+    result = _summarise(connection, request, cancel, on_compact, retry, on_retry, observe)
     if result.usage_reported:
-        _tokens.ratios.learn(key, chars, result.usage.input_tokens)
+        chars = len(request.system) + _tokens.messages_chars(request.messages)
+        _tokens.ratios.learn(connection.model_key, chars, result.usage.input_tokens)
     content = result.text.strip()
     usage = result.usage if result.usage_reported else Usage()
     if not content:
@@ -173,8 +146,32 @@ def _run(
     return {"content": content, "usage": usage, "input_excerpted": excerpted}
 
 
+def _summarise(
+    connection: Connection,
+    request: Request,
+    cancel: Signal,
+    on_compact: Callable[[dict[str, Any]], None] | None,
+    retry: RetryPolicy | None,
+    on_retry: Callable[[dict[str, Any]], None] | None,
+    observe: Observe | None,
+) -> LLMResult:
+    """The summary request, retried by `retry` (once without), each attempt observed when asked."""
+    from .llm import complete
+
+    def on_event(event: dict[str, Any]) -> None:
+        notify(on_compact, {**event, "request": "compact"})
+
+    def send() -> LLMResult:
+        return complete(connection, request, cancel=cancel, on_event=on_event)
+
+    attempt = send if observe is None else _observed(send, observe, request, connection)
+    if retry is None:
+        return attempt()
+    return with_retries(attempt, retry, cancel=cancel, on_retry=lambda p: notify(on_retry, p))
+
+
 def _observed(
-    send: Callable[[], LLMResult], observe: Observe, request: Request, connection: Mapping[str, Any]
+    send: Callable[[], LLMResult], observe: Observe, request: Request, connection: Connection
 ) -> Callable[[], LLMResult]:
     """`send` announcing each attempt as the loop's requests do (one chat span per attempt)."""
     start = {
@@ -183,7 +180,7 @@ def _observed(
         "tools": [],
         "request": "compact",
         # The compaction may use another model than the run's (config["compact"]).
-        "connection": {k: connection.get(k) for k in ("model", "protocol", "base_url")},
+        "connection": connection,
     }
 
     def attempt() -> LLMResult:
@@ -285,11 +282,6 @@ def _excerpt(text: str, limit: int) -> str:
     return text[: keep * 2 // 3] + marker + text[len(text) - keep // 3 :]
 
 
-def _key(api_key: Any) -> Any:
-    """A key function stays a function: `llm.complete` calls it before every attempt."""
-    return api_key if callable(api_key) else str(api_key or "")
-
-
 def _budget_chars(max_context_tokens: float, ratio: float, system: str, previous: str | None) -> int:
     """Characters the transcript may take: the main model's budget less what else the request holds."""
     if max_context_tokens == float("inf"):
@@ -303,20 +295,11 @@ def _without_tool_choice(provider: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in provider.items() if k != "tool_choice"}
 
 
-def connection_of(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The connection `run` uses for an agent config: the main model, or `config["compact"]` overrides."""
-    overrides = config.get("compact") or {}
-    connection = {
-        "base_url": config["base_url"],
-        "api_key": config["api_key"],
-        "model": config["model"],
-        "protocol": config["protocol"],
-        "provider": config["provider"],
-        "stream": config["stream"],
-        "cache": config["cache"],
-        "capabilities": config["capabilities"],
-        "request_timeout": config["request_timeout"],
-        "stream_idle_timeout": config["stream_idle_timeout"],
-    }
-    connection.update({k: v for k, v in overrides.items() if v is not None})
-    return connection
+def connection_of(config: Mapping[str, Any]) -> Connection:
+    """The connection `run` uses for an agent config: the main model, or `config["compact"]` overrides.
+
+    A summary is text: it is not bound by the agent's `max_tokens`, nor by its `media_fallback`.
+    """
+    overrides = {k: v for k, v in (config.get("compact") or {}).items() if v is not None}
+    main = dataclasses.replace(Connection.of(config), max_tokens=None, media_fallback="error")
+    return dataclasses.replace(main, **overrides)

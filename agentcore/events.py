@@ -262,14 +262,15 @@ class Emitter:
 
     # ------------------------------------------------------------ one model reply
 
-    def llm_start(self, payload: dict[str, Any]) -> None:
+    def llm_start(self, payload: dict[str, Any], connection: Any = None) -> None:
+        """One HTTP attempt starts on `connection` (observers hear which: a span names its model)."""
         self._reply_open = False
         if self.callbacks.get("on_llm_start") is not None or self._observers:
             # Copies: a callback may edit them in place, and the loop renders the originals again.
             payload = {**payload, "messages": copied(payload["messages"])}
         self._callback("on_llm_start", payload)
         if self._observers:
-            self.note("chat_start", payload)
+            self.note("chat_start", {**payload, "connection": connection})
 
     def llm_event(self, event: dict[str, Any]) -> None:
         self._callback("on_llm_event", event)
