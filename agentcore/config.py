@@ -276,7 +276,12 @@ def _check_capabilities(key: str, value: Any) -> None:
             _fail(f"capabilities.{name}", flag, "must be True or False")
 
 
-def _check_provider(key: str, value: Any) -> None:
+def check_provider(key: str, value: Any) -> None:
+    """The rule of `provider` (API.md §Wire): known keys only, `headers` of strings, `body` a dict.
+
+    Raises:
+        AgentError: kind "config", naming the offending key (`key` is where the value came from).
+    """
     if not isinstance(value, dict):
         _fail(key, value, "must be a dict")
     unknown = sorted(set(value) - PROVIDER_KEYS)
@@ -303,7 +308,7 @@ def _check_compact(key: str, value: Any) -> None:
     if "protocol" in value:
         _check_choice(PROTOCOLS)("compact.protocol", value["protocol"])
     if "provider" in value and value["provider"] is not None:
-        _check_provider("compact.provider", value["provider"])
+        check_provider("compact.provider", value["provider"])
     if "base_url" in value:
         _check_base_url("compact.base_url", value["base_url"])
     if "api_key" in value:
@@ -413,7 +418,7 @@ _CHECKS: dict[str, Callable[[str, Any], None]] = {
     "media_fallback": _check_choice(MEDIA_FALLBACKS),
     "cache": _check_cache,
     "capabilities": _check_capabilities,
-    "provider": _check_provider,
+    "provider": check_provider,
     "compact": _check_compact,
     "compact_threshold": _check_threshold,
     "output": _check_output,

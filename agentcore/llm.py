@@ -350,29 +350,25 @@ def _read_json(
         body = json.loads(data)
     except ValueError as exc:
         snippet = redact(data[:200].decode("utf-8", errors="replace"), secrets)
-        raise AgentError(
-            f"the server answered {status} with a body that is not JSON: {snippet!r}",
-            kind="unknown",
-            status=status,
-            body=redact(data.decode("utf-8", errors="replace"), secrets),
-            cause=exc,
-        ) from exc
+        raise _unreadable(f"a body that is not JSON: {snippet!r}", status, data, secrets, exc) from exc
     try:
         result: LLMResult = adapter.parse(body, request)
     except AgentError as error:
         _redact_error(error, secrets)
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        raise AgentError(
-            f"the server answered {status} with a body this protocol cannot read: "
-            f"{type(exc).__name__}: {exc}",
-            kind="unknown",
-            status=status,
-            body=redact(data.decode("utf-8", errors="replace"), secrets),
-            cause=exc,
-        ) from exc
+        what = f"a body this protocol cannot read: {type(exc).__name__}: {exc}"
+        raise _unreadable(what, status, data, secrets, exc) from exc
     _emit(on_event, {"type": "finish", "finish_reason": result.finish_reason, "usage": result.usage})
     return result
+
+
+def _unreadable(what: str, status: int, data: bytes, secrets: list[str], cause: Exception) -> AgentError:
+    """A reply whose body cannot be used (kind "unknown"); the body is kept, keys masked."""
+    body = redact(data.decode("utf-8", errors="replace"), secrets)
+    return AgentError(
+        f"the server answered {status} with {what}", kind="unknown", status=status, body=body, cause=cause
+    )
 
 
 def _read_stream(

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._utils.memo import Memo
 from ..config import PROVIDER_KEYS as _PROVIDER_KEYS
+from ..config import check_provider as _check_provider
 from ..errors import AgentError
 
 if TYPE_CHECKING:
@@ -35,27 +36,12 @@ TOOL_CHOICE_MODES = ("auto", "none", "required")
 
 
 def check_provider(provider: Mapping[str, Any]) -> None:
-    """Reject provider keys outside API.md §Wire and malformed `headers` / `body`.
+    """Reject provider keys outside API.md §Wire and malformed `headers` / `body` (config's own rule).
 
     Raises:
         AgentError: kind "config", naming the offending key.
     """
-    unknown = sorted(set(provider) - PROVIDER_KEYS)
-    if unknown:
-        raise AgentError(
-            f"unknown provider key(s) {', '.join(map(repr, unknown))}; allowed: "
-            f"{', '.join(sorted(PROVIDER_KEYS))} (put vendor fields in provider['body'])",
-            kind="config",
-        )
-    headers = provider.get("headers")
-    if headers is not None and not (
-        isinstance(headers, Mapping)
-        and all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
-    ):
-        raise AgentError("provider['headers'] must be a dict of str to str", kind="config")
-    body = provider.get("body")
-    if body is not None and not isinstance(body, Mapping):
-        raise AgentError("provider['body'] must be a dict", kind="config")
+    _check_provider("provider", dict(provider))
 
 
 def base_headers(provider: Mapping[str, Any], auth: Mapping[str, str]) -> dict[str, str]:

@@ -54,43 +54,15 @@ class _DirectCall:
     raw_arguments: str | None = None
 
 
-def run_call(
-    tools: ToolSet,
-    call: Call,
-    *,
-    cancel: threading.Event | None,
-    on_output: OnOutput | None,
-    limit: int | None,
-    agent_id: str,
-    pool: Any = None,
-    concurrency: int | None = None,
-) -> dict[str, Any]:
-    """Run one call of the model and return its result dict.
+def run_call(tools: ToolSet, call: Call, **options: Any) -> dict[str, Any]:
+    """Run one call of the model and return its result dict: `check_call`, then `run_checked`.
 
-    Args:
-        tools: the effective tool set.
-        call: the model's call (`id`, `name`, `arguments`, and `raw_arguments` when the
-            argument text was not a JSON object).
-        cancel: the run's cancel event (a `Signal` is followed without polling).
-        on_output: receives `{"tool_call_id", "tool_name", "stream", "data"}`.
-        limit: `max_tool_output` in characters, or None.
-        agent_id: passed to the tool's context.
-        pool: the agent's tool-process pool for file tools; None uses the shared pool.
-        concurrency: passed to the pool as a keyword, when given.
+    `options` are `run_checked`'s keywords.
     """
     problem = check_call(tools, call)
     if problem is not None:
         return problem
-    return run_checked(
-        tools,
-        call,
-        cancel=cancel,
-        on_output=on_output,
-        limit=limit,
-        agent_id=agent_id,
-        pool=pool,
-        concurrency=concurrency,
-    )
+    return run_checked(tools, call, **options)
 
 
 def check_call(tools: ToolSet, call: Call, arguments: Any = None) -> dict[str, Any] | None:
@@ -119,7 +91,19 @@ def run_checked(
     pool: Any = None,
     concurrency: int | None = None,
 ) -> dict[str, Any]:
-    """Run a call that `check_call` passed; same result shapes as `run_call`."""
+    """Run a call that `check_call` passed and return its result dict (never raises for the tool's failure).
+
+    Args:
+        tools: the effective tool set.
+        call: the model's call (`id`, `name`, `arguments`, and `raw_arguments` when the
+            argument text was not a JSON object).
+        cancel: the run's cancel event (a `Signal` is followed without polling).
+        on_output: receives `{"tool_call_id", "tool_name", "stream", "data"}`.
+        limit: `max_tool_output` in characters, or None.
+        agent_id: passed to the tool's context.
+        pool: the agent's tool-process pool for file tools; None uses the shared pool.
+        concurrency: passed to the pool as a keyword, when given.
+    """
     handler = tools.handlers[call.name]
     signal, unfollow = _signal(cancel)
     try:
