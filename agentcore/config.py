@@ -284,13 +284,7 @@ def check_provider(key: str, value: Any) -> None:
     """
     if not isinstance(value, dict):
         _fail(key, value, "must be a dict")
-    unknown = sorted(set(value) - PROVIDER_KEYS)
-    if unknown:
-        raise AgentError(
-            f"unknown {key} key(s) {', '.join(map(repr, unknown))}{_close(unknown, PROVIDER_KEYS)}; "
-            f"vendor-specific fields go in {key}['body']",
-            kind="config",
-        )
+    _check_keys(key, value, PROVIDER_KEYS, then=f"vendor-specific fields go in {key}['body']")
     headers = value.get("headers")
     if headers is not None and (
         not isinstance(headers, dict)
@@ -358,12 +352,14 @@ def _check_retry(key: str, value: Any) -> None:
         _fail("retry.should_retry", should, "must be a function(error) -> bool")
 
 
-def _check_keys(key: str, value: Mapping[str, Any], allowed: frozenset[str]) -> None:
+def _check_keys(key: str, value: Mapping[str, Any], allowed: frozenset[str], *, then: str = "") -> None:
+    """Unknown keys of `value` fail, with a close spelling when there is one; `then` says what to do
+    instead (default: the allowed keys)."""
     unknown = sorted(set(value) - allowed)
     if unknown:
+        then = then or f"allowed: {', '.join(sorted(allowed))}"
         raise AgentError(
-            f"unknown {key} key(s) {', '.join(map(repr, unknown))}{_close(unknown, allowed)}; "
-            f"allowed: {', '.join(sorted(allowed))}",
+            f"unknown {key} key(s) {', '.join(map(repr, unknown))}{_close(unknown, allowed)}; {then}",
             kind="config",
         )
 

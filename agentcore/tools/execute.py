@@ -10,6 +10,7 @@ can read (`output`, plus `stop`, `error`, `interrupted` when they apply).
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -109,17 +110,17 @@ def run_checked(
     try:
         if signal.is_set():
             return interrupted_result()
-        if isinstance(handler, MemoryTool):
-            result = run_memory(
-                handler,
-                call.arguments,
-                tool_call_id=call.id,
-                cancel=signal,
-                on_output=on_output,
-                agent_id=agent_id,
-            )
-        else:
-            result = _run_file(handler, call, signal, on_output, agent_id, pool, concurrency)
+        run: Callable[..., dict[str, Any]] = run_memory
+        if not isinstance(handler, MemoryTool):
+            run = functools.partial(_run_file, pool=pool, concurrency=concurrency)
+        result = run(
+            handler,
+            call.arguments,
+            tool_call_id=call.id,
+            cancel=signal,
+            on_output=on_output,
+            agent_id=agent_id,
+        )
     finally:
         unfollow()
     return truncate_result(result, limit)
@@ -168,30 +169,20 @@ def _noop() -> None:
 
 
 def _run_file(
-    handler: FileTool,
-    call: Call,
-    cancel: Signal,
-    on_output: OnOutput | None,
-    agent_id: str,
-    pool: Any,
-    concurrency: int | None,
+    handler: FileTool, arguments: dict[str, Any], *, pool: Any, concurrency: int | None, **call: Any
 ) -> dict[str, Any]:
-    """Hand a file tool to the tool-process pool (tools/runner.py), which shapes its result."""
+    """Hand a file tool to the tool-process pool (tools/runner.py), which shapes its result.
+
+    `call` holds run_memory's keywords (tool_call_id, cancel, on_output, agent_id), which the
+    pool's `run` takes too.
+    """
     options: dict[str, Any] = {} if concurrency is None else {"concurrency": concurrency}
     try:
         if pool is None:
             from .runner import shared_pool  # type: ignore[import-not-found,unused-ignore]
 
             pool = shared_pool()
-        result: dict[str, Any] = pool.run(
-            handler,
-            call.arguments,
-            tool_call_id=call.id,
-            cancel=cancel,
-            on_output=on_output,
-            agent_id=agent_id,
-            **options,
-        )
+        result: dict[str, Any] = pool.run(handler, arguments, **call, **options)
     except ModuleNotFoundError as exc:
         if exc.name != f"{__package__}.runner":
             return exception_result(exc)
