@@ -143,7 +143,8 @@ class Emitter:
 
     Points may be called from the run's thread and from tool threads; events are delivered under
     one lock, so every listener sees them in one order. After `agent_end` nothing more is emitted
-    (a memory tool abandoned on cancel cannot speak after the run ended).
+    (a memory tool abandoned on cancel cannot speak after the run ended). One method per fact a
+    run announces — this class is the list of them (STYLE.md §11) — hence their number.
     """
 
     def __init__(
