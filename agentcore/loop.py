@@ -34,6 +34,7 @@ from .history import Message, append_to, assistant_message, call_part, compact_e
 from .hooks import HookFailed, Hooks
 from .llm import complete, tool_schemas
 from .protocols.base import DEFAULT_CAPABILITIES, LLMResult, ToolCall, tool_call_part
+from .protocols.errors import context_limit
 from .queues import Queue, Queues
 from .result import SendResult
 from .text_tools import mode as text_mode
@@ -269,6 +270,8 @@ def _model_reply(state: RunState, reminder: bool, feedback: AgentError | None) -
             if not error.overflow:
                 raise
             first_overflow = first_overflow or error
+            # The context size the server named caps every later budget of this model.
+            _tokens.limits.learn(state.connection.model_key, context_limit(error))
             if compactions >= MAX_OVERFLOW_COMPACTIONS:
                 raise first_overflow from None
             compactions += 1
@@ -419,7 +422,7 @@ def _context(state: RunState, connection: Connection) -> Context:
         state.history,
         system=config["system"],
         tools=state.tools,
-        max_context_tokens=config["max_context_tokens"],
+        max_context_tokens=_budget(config, connection),
         ratio=_tokens.ratios.get(connection.model_key),
         protocol=connection.protocol,
         reasoning={**DEFAULT_CAPABILITIES, **connection.capabilities}.get("reasoning", False),
@@ -429,12 +432,17 @@ def _context(state: RunState, connection: Connection) -> Context:
     return ctx
 
 
+def _budget(config: Mapping[str, Any], connection: Connection) -> float:
+    """max_context_tokens, or the smaller context size `connection`'s server named in an overflow error."""
+    return _tokens.limits.budget(connection.model_key, config["max_context_tokens"])
+
+
 def _over_budget(state: RunState) -> bool:
     config = state.config
     if math.isinf(config["max_context_tokens"]):
         return False
     ctx = _context(state, state.connection)
-    return over_threshold(ctx, config["max_context_tokens"], config["compact_threshold"])
+    return over_threshold(ctx, _budget(config, state.connection), config["compact_threshold"])
 
 
 def _close_partial_reply(state: RunState) -> None:
@@ -474,9 +482,10 @@ def compact_now(state: RunState, reason: str = "manual") -> str:
         system=config["system"],
         tools=state.tools,
         connection=_compact.connection_of(config),
+        agent_max_tokens=_compact.agent_max_tokens(config),
         on_compact=events.compact_sink(reason, events.callbacks.get("on_compact")),
         cancel=state.cancel,
-        max_context_tokens=config["max_context_tokens"],
+        max_context_tokens=_budget(config, state.connection),
         retry=RetryPolicy.from_config(config),
         on_retry=events.retry,
         observe=events.observer(),
