@@ -286,3 +286,26 @@ def _run_text(objects: list[Any], ids: list[int], memo: Memo) -> str:
     text = head + "," + tail if head and tail else head or tail
     memo.encoded = {ids[0]: (objects, ids, text)}
     return text
+
+
+# ---------------------------------------------------------------- stream events
+
+
+def stream_object(data: str, protocol: str, *, one_item_list: bool = False) -> dict[str, Any]:
+    """One stream event's JSON object (`one_item_list`: `[{...}]` counts as its object, as Gemini
+    sends it).
+
+    Raises:
+        AgentError: kind "unknown" (status 200) when the data is not a JSON object.
+    """
+    try:
+        value = json.loads(data)
+    except ValueError:
+        value = None
+    if one_item_list and isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if not isinstance(value, dict):
+        raise AgentError(
+            f"malformed {protocol} stream event: {data[:200]!r}", kind="unknown", status=200, body=data
+        )
+    return value
