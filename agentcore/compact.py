@@ -100,8 +100,7 @@ def run(
         connection: `base_url`, `api_key`, `model`, and optionally `protocol`, `provider`,
             `stream`, `request_timeout`, `capabilities`, `cache`, `max_tokens` (the output
             bound of each summary request), or a `Connection` (`connection_of(config)`).
-        agent_max_tokens: the agent's own output limit, a cap on the default bound (a dict
-            `connection` may carry it as `agent_max_tokens`); see `summary_max_tokens`.
+        agent_max_tokens: the agent's own output limit, a cap on the default bound (`summary_max_tokens`).
         previous: the previous summary; defaults to the latest compact entry of `history`.
         observe: hears `chat_start` / `chat_end` / `chat_error` around each HTTP attempt
             (`events.Emitter.note`: a compaction's requests get their telemetry spans).
@@ -111,8 +110,6 @@ def run(
             remembered for the next try), or the summary came back empty (kind "unknown").
     """
     if not isinstance(connection, Connection):
-        if agent_max_tokens is None:
-            agent_max_tokens = connection.get("agent_max_tokens")
         connection = Connection.of(connection)
     signal, unfollow = child(cancel)
     try:
