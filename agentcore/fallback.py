@@ -19,20 +19,26 @@ from typing import Any
 
 from .budget import model_name
 from .config import Config
+from .connection import Connection
 
 
 @dataclass(frozen=True)
 class Member:
-    """One model of the chain: the config a request to it is built from, and its recorded name."""
+    """One model of the chain: the config a request to it is built from, and its recorded name.
+
+    `connection` is `Connection.of(config)`, what its requests are built by; `tool_mode` its own.
+    """
 
     config: Config
     name: str
     primary: bool
+    connection: Connection
+    tool_mode: str
 
 
 def members(config: Mapping[str, Any]) -> list[Member]:
     """The primary, then the fallbacks, each as a whole config (validated already, as `config` is)."""
-    chain = [Member(Config(config), model_name(config["model"]), True)]
+    chain = [_member(Config(config), True)]
     for entry in config.get("fallback") or []:
         merged = Config(config)
         for key, value in entry.items():
@@ -42,5 +48,9 @@ def members(config: Mapping[str, Any]) -> list[Member]:
                 merged[key] = value
         if "api_key" not in entry and merged["base_url"] != config["base_url"]:
             merged["api_key"] = ""
-        chain.append(Member(merged, model_name(merged["model"]), False))
+        chain.append(_member(merged, False))
     return chain
+
+
+def _member(config: Config, primary: bool) -> Member:
+    return Member(config, model_name(config["model"]), primary, Connection.of(config), config["tool_mode"])
