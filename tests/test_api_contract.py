@@ -29,6 +29,7 @@ from typing import Any, Literal, Optional
 
 import pytest
 from background import returns_within as _returns
+from recorded import RECORDED
 
 import agentcore
 from agentcore import Agent, AgentError, SendResult, ToolContext, Usage, tool
@@ -2617,7 +2618,6 @@ def test_file_tool_edited_between_scans(tmp_path: Path) -> None:
 
 # ================================================================ Recorded traffic through the public API
 
-RECORDED = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "recorded"
 RECORDED_PATHS = sorted(RECORDED.glob("*/*.json"))
 
 
@@ -2627,7 +2627,6 @@ def replay_server() -> Iterator[ModelServer]:
         yield server
 
 
-@pytest.mark.skipif(not RECORDED_PATHS, reason="no recorded fixtures")
 @pytest.mark.parametrize("path", RECORDED_PATHS, ids=[p.stem for p in RECORDED_PATHS])
 def test_recorded_reply_through_llm_chat(replay_server: ModelServer, path: Path) -> None:
     fixture = json.loads(path.read_text(encoding="utf-8"))

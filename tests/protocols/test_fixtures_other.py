@@ -1,6 +1,6 @@
 """Recorded real traffic for the responses, anthropic and gemini adapters.
 
-Every fixture in `shared/fixtures/recorded/{responses,anthropic,gemini}/` (see its README) is
+Every fixture in `tests/fixtures/recorded/{responses,anthropic,gemini}/` (see its README) is
 checked twice:
 
 * its response goes through our parser (SSE through `SSEParser`, then `stream()`; JSON through
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from recorded import OPENAPI, RECORDED
 
 from agentcore import output as output_specs
 from agentcore._utils.sse import SSEParser
@@ -31,9 +32,6 @@ from agentcore.errors import AgentError
 from agentcore.protocols import get
 from agentcore.protocols.base import DEFAULT_CAPABILITIES, LLMResult, Request
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-RECORDED = SHARED / "fixtures" / "recorded"
-OPENAPI = SHARED / "schemas" / "openai-openapi-requests.json"
 PROTOCOLS = ("responses", "anthropic", "gemini")
 
 # fixture id -> why we believe the recorded expectation is wrong (each one skipped, with its reason).
@@ -42,8 +40,7 @@ WRONG_FIXTURES: dict[str, str] = {}
 
 def _fixture_paths() -> list[Any]:
     paths = [p for protocol in PROTOCOLS for p in sorted((RECORDED / protocol).glob("*.json"))]
-    if not paths:
-        return [pytest.param(None, marks=pytest.mark.skip(reason=f"no recorded fixtures under {RECORDED}"))]
+    assert paths, f"no recorded fixtures under {RECORDED}"
     return [pytest.param(p, id=p.stem) for p in paths]
 
 
@@ -598,8 +595,6 @@ _VALIDATOR: list[Any] = []
 
 
 def _validate_create_response(body: dict[str, Any]) -> None:
-    if not OPENAPI.exists():
-        pytest.skip(f"no OpenAPI schema at {OPENAPI}")
     if not _VALIDATOR:
         _VALIDATOR.append(_openapi_validator())
     errors = sorted(_VALIDATOR[0].iter_errors(body), key=lambda e: list(e.absolute_path))
@@ -608,8 +603,6 @@ def _validate_create_response(body: dict[str, Any]) -> None:
 
 def test_the_openapi_check_rejects_a_malformed_body() -> None:
     """Guards the validator itself: a function_call without call_id is not a CreateResponse."""
-    if not OPENAPI.exists():
-        pytest.skip(f"no OpenAPI schema at {OPENAPI}")
     with pytest.raises(AssertionError):
         _validate_create_response(
             {"model": "m", "input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}

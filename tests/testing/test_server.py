@@ -7,17 +7,17 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 from background import returns_within
+from recorded import RECORDED
 
 from agentcore._utils.sse import SSEParser
 from agentcore.testing import ModelServer, Recorded
 
-FIXTURES = Path("/work/shared/fixtures/recorded/chat")
+FIXTURES = RECORDED / "chat"
 CHAT = "/chat/completions"
 
 
