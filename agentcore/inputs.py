@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import config as _config
+from ._utils import surrogates
 from ._utils.capabilities import media_kind
 from .errors import AgentError
 from .hooks import check_hooks
@@ -43,6 +44,7 @@ def user_message(input: Any, config: Mapping[str, Any]) -> Message:
     if isinstance(input, str):
         if not input.strip():
             raise AgentError("the input is empty", kind="request")
+        check_encodable(input, "the input")
         return {"role": "user", "content": input}
     if not isinstance(input, list):
         raise AgentError(
@@ -52,9 +54,22 @@ def user_message(input: Any, config: Mapping[str, Any]) -> Message:
         raise AgentError("the input is empty (no content parts)", kind="request")
     for index, part in enumerate(input):
         _check_part(index, part, config)
+        check_encodable(part, f"input part {index}")
     if not any(p.get("type") != "text" or str(p.get("text", "")).strip() for p in input):
         raise AgentError("the input is empty (only blank text parts)", kind="request")
     return {"role": "user", "content": [dict(p) for p in input]}
+
+
+def check_encodable(value: Any, what: str) -> None:
+    """Text UTF-8 cannot encode (a lone surrogate) would fail every request: refused here."""
+    problem = surrogates.first(value)
+    if problem is not None:
+        raise AgentError(
+            f"{what} holds {problem}, which UTF-8 cannot encode, so no model can be sent it "
+            "(os.listdir() gives such text for file names that are not UTF-8; "
+            "text.encode('utf-8', 'replace').decode() cleans it)",
+            kind="request",
+        )
 
 
 def _check_part(index: int, part: Any, config: Mapping[str, Any]) -> None:

@@ -473,7 +473,7 @@ def _parse_json(raw: bytes) -> Any:
 
 
 def _json(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, ensure_ascii=False).encode()
+    return encoders.wire_json(body).encode()
 
 
 def _shutdown(sock: socket.socket) -> None:

@@ -508,8 +508,9 @@ class Handler(BaseHTTPRequestHandler):
             route(self, args)
         except ApiError as error:
             self._json(error.status, {"error": str(error)})
-        except AgentError as error:
-            self._json(500, {"error": str(error), "kind": error.kind})
+        except AgentError as error:  # bad input the library refused is the client's error
+            status = 400 if error.kind == "request" else 500
+            self._json(status, {"error": str(error), "kind": error.kind})
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
@@ -557,7 +558,11 @@ class Handler(BaseHTTPRequestHandler):
         text = body.get("text")
         if not isinstance(text, str) or not text.strip():
             raise ApiError(400, '"text" must be a non-empty string')
-        if len(text.encode()) > MAX_MESSAGE_BYTES:
+        try:
+            size = len(text.encode())
+        except UnicodeEncodeError:  # JSON's "\ud83d": half of an emoji, which no model can be sent
+            raise ApiError(400, '"text" holds a lone surrogate (half of a UTF-16 pair): not valid Unicode')
+        if size > MAX_MESSAGE_BYTES:
             raise ApiError(413, "the message is larger than 1 MB")
         self._json(202, {"status": self.server.hub.get(args[0]).post(text)})
 

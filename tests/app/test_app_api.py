@@ -61,6 +61,19 @@ def test_a_message_over_1_mb_is_413_and_nothing_is_written(app: App, tmp_path: P
     assert server.history(session)[0]["content"] == text
 
 
+def test_a_message_with_a_lone_surrogate_is_a_json_400_and_nothing_is_written(app: App, tmp_path: Path) -> None:
+    """JSON's "\\ud83d" (half of an emoji) cannot be sent to a model (API.md §Details "Text that
+    cannot be encoded"). Before: the handler crashed encoding it and the client got no answer."""
+    server = app()
+    session = server.new_session()
+    raw = b'{"text": "caf\\ud83d"}'
+    status, body = server.call("POST", f"/api/sessions/{session}/messages", raw=raw)
+    assert status == 400 and "lone surrogate" in body["error"]
+    assert server.history(session) == []
+    run_to_end(server, session, "caf\u00e9 works")  # the session is fine
+    assert server.history(session)[0]["content"] == "caf\u00e9 works"
+
+
 def test_without_the_token_every_api_call_is_401_also_the_event_stream(app: App) -> None:
     server = app(token="s3cret-token")
     for method, path in (("GET", "/api/sessions"), ("POST", "/api/sessions")):
