@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from ._utils import surrogates
+from ._utils import netfail, surrogates
 from ._utils.cancel import Signal, child
 from ._utils.memo import active, copied
 from ._utils.secrets import redact
@@ -409,22 +409,20 @@ def _post(
     try:
         return call.post(url, body, headers, timeout)
     except requests.exceptions.Timeout as exc:
-        raise _transport_error(call, exc, "timeout", secrets) from exc
+        raise _transport_error(call, exc, "timeout", secrets, url) from exc
     except (requests.exceptions.RequestException, OSError) as exc:
-        raise _transport_error(call, exc, "network", secrets) from exc
+        raise _transport_error(call, exc, "network", secrets, url) from exc
 
 
-def _transport_error(call: Any, exc: BaseException, kind: str, secrets: list[str]) -> AgentError:
+def _transport_error(call: Any, exc: BaseException, kind: str, secrets: list[str], url: str) -> AgentError:
     if call.aborted:
         return AgentError("the request was cancelled", kind="aborted", cause=exc)
     if call.idle_expired:
         return _idle_error(call.idle_s, exc)
     if kind == "network" and _is_timeout(exc):
         kind = "timeout"
-    what = "timed out" if kind == "timeout" else "failed"
-    return AgentError(
-        redact(f"the request {what}: {type(exc).__name__}: {exc}", secrets), kind=kind, cause=exc
-    )
+    # One line naming the address and the cause; the wrapped urllib3 errors stay in `cause`.
+    return AgentError(redact(netfail.describe(exc, url), secrets), kind=kind, cause=exc)
 
 
 def _is_timeout(exc: BaseException) -> bool:
@@ -449,10 +447,13 @@ def _status_error(adapter: Any, response: Any, secrets: list[str]) -> AgentError
     text = _read_limited(response)
     message, overflow = adapter.error(status, text)
     message = redact(message or response.reason or f"HTTP {status}", secrets)
+    # `x-should-retry: false` (OpenAI's servers and SDKs use it): the server says retrying is futile.
+    final = str(response.headers.get("x-should-retry", "")).strip().lower() == "false"
     return AgentError(
         f"HTTP {status}: {message}",
         kind=kind_for_status(status),
         status=status,
+        retryable=False if final else None,
         body=redact(text, secrets),
         overflow=overflow,
         retry_after=parse_retry_after(dict(response.headers)),
@@ -572,7 +573,7 @@ def _guarded_chunks(
             break
         except Exception as exc:
             kind = "timeout" if _is_timeout(exc) else "network"
-            raise _transport_error(call, exc, kind, secrets) from exc
+            raise _transport_error(call, exc, kind, secrets, str(getattr(response, "url", ""))) from exc
         yield chunk
     if call.idle_expired and not call.aborted:
         # The cut by the idle watch may read as a clean end of a close-delimited body.
