@@ -36,6 +36,7 @@ import socketserver
 import ssl
 import struct
 import threading
+import traceback
 from collections import deque
 from collections.abc import Iterable, Iterator
 from http.server import BaseHTTPRequestHandler
@@ -114,6 +115,8 @@ class ModelServer:
         self.requests: list[Any] = []
         self.log: list[Recorded] = []
         self.errors: list[BaseException] = []
+        # Exceptions raised by callable script items: close() re-raises the first.
+        self._raised: list[BaseException] = []
         self.add(*script)
 
         self._closing = threading.Event()
@@ -164,9 +167,19 @@ class ModelServer:
         return self
 
     def close(self) -> None:
-        """Stop accepting, end every open connection and join every server thread. Idempotent."""
+        """Stop accepting, end every open connection and join every server thread. Idempotent.
+
+        Raises:
+            Exception: the first exception a callable script item raised (its request was
+                answered with a 500 the client does not retry), so a test fails with it.
+        """
         if self._closing.is_set():
             return
+        self._shut_down()
+        if self._raised:
+            raise self._raised[0]
+
+    def _shut_down(self) -> None:
         self._closing.set()
         self._wake_acceptor()
         self._acceptor.join(_JOIN_TIMEOUT_S)
@@ -258,7 +271,13 @@ class ModelServer:
             self.log.append(recorded)
             self.requests.append(recorded.body)
             item = self._script.popleft() if self._script else self._default
-        return build(item, recorded, self._new_call_id, self._extra_keys)
+        try:
+            return build(item, recorded, self._new_call_id, self._extra_keys)
+        except Exception as exc:
+            if callable(item):
+                with self._lock:
+                    self._raised.append(exc)
+            raise
 
     def _new_call_id(self) -> str:
         return f"call_{next(self._call_ids)}"
@@ -305,7 +324,9 @@ class _Handler(BaseHTTPRequestHandler):
             reply = self.owner._reply_for(recorded)
         except Exception as exc:  # a bad item or callable: answer, and keep it for the test
             self.owner._failed(exc)
-            self._send_body(500, _json(encoder.error_body(500, f"ModelServer script error: {exc!r}")), {})
+            # The traceback's last line, and a header the client honours: retrying cannot help.
+            message = f"ModelServer script error: {traceback.format_exception_only(exc)[-1].strip()}"
+            self._send_body(500, _json(encoder.error_body(500, message)), {"x-should-retry": "false"})
             return
         if reply.delay and self.owner._closing.wait(reply.delay):
             self.close_connection = True

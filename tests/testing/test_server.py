@@ -14,6 +14,7 @@ import requests
 from background import returns_within
 from recorded import RECORDED
 
+from agentcore import Agent, AgentError
 from agentcore._utils.sse import SSEParser
 from agentcore.testing import ModelServer, Recorded
 
@@ -365,14 +366,43 @@ def test_callable_items_see_the_recorded_request() -> None:
 
 
 def test_a_failing_callable_answers_500_and_is_kept() -> None:
+    """API.md §Details "The local model server". Before: a plain 500 that the default retry policy
+    retried for ever, so a test hung instead of failing with the real error."""
+
     def broken(recorded: Recorded) -> str:
         raise RuntimeError("bug in the test")
 
-    with ModelServer([broken, "next"]) as server:
-        response = post(server)
-        assert post(server).json()["choices"][0]["message"]["content"] == "next"
-    assert response.status_code == 500 and "bug in the test" in response.json()["error"]["message"]
-    assert [str(e) for e in server.errors] == ["bug in the test"]
+    server = ModelServer([broken, "next", broken])
+    response = post(server)
+    assert post(server).json()["choices"][0]["message"]["content"] == "next"
+    post(server)
+    assert response.status_code == 500
+    assert response.json()["error"]["message"] == "ModelServer script error: RuntimeError: bug in the test"
+    assert response.headers["x-should-retry"] == "false"
+    assert [str(e) for e in server.errors] == ["bug in the test", "bug in the test"]
+    with pytest.raises(RuntimeError, match="bug in the test") as raised:
+        server.close()
+    assert raised.value is server.errors[0]  # the first one
+    server.close()  # once: a second close is quiet
+
+
+def test_leaving_the_with_block_raises_what_a_callable_raised_and_the_agent_did_not_retry() -> None:
+    def broken(recorded: Recorded) -> str:
+        raise KeyError("no such fixture")
+
+    failure: list[AgentError] = []
+    with pytest.raises(KeyError, match="no such fixture"), ModelServer([broken, "never asked"]) as server:
+        agent = Agent(config={"base_url": server.base_url, "model": "m", "retry_base_delay": 0.01})
+        try:
+            agent.send("hi")
+        except AgentError as error:
+            failure.append(error)
+        finally:
+            agent.close()
+    (error,) = failure
+    assert error.kind == "server" and error.status == 500 and not error.retryable
+    assert "KeyError: 'no such fixture'" in error.message
+    assert len(server.requests) == 1  # not retried
 
 
 def test_exhausted_script_uses_the_default() -> None:
