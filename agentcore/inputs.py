@@ -16,7 +16,7 @@ from typing import Any
 from . import config as _config
 from ._utils import surrogates
 from ._utils.capabilities import media_kind
-from .errors import AgentError
+from .errors import AgentError, ConfigTypeError
 from .hooks import check_hooks
 from .tools.toolset import ToolSet, load
 
@@ -107,7 +107,7 @@ def _check_part(index: int, part: Any, config: Mapping[str, Any]) -> None:
 def check_types(*, config: Any, callbacks: Any, history: Any, id: Any, tools: Any) -> None:
     """Wrong Python types given to `Agent()` raise TypeError (API.md §Details "Validation")."""
     if config is not None and not isinstance(config, Mapping):
-        raise TypeError(f"config must be a dict, got {type(config).__name__}")
+        raise ConfigTypeError(f"config must be a dict, got {type(config).__name__}")
     if callbacks is not None and not isinstance(callbacks, Mapping):
         raise TypeError(f"callbacks must be a dict, got {type(callbacks).__name__}")
     if history is not None and not isinstance(history, list):

@@ -155,6 +155,8 @@ class MCPTools:
         if self._failure is not None:
             self._thread.join(_CLOSE_GRACE_S)
             cause = self._failure
+            if isinstance(cause, AgentError) and cause.kind == "config":  # a tool name we refuse
+                raise AgentError(f"MCP server {self.name!r}: {cause.message}", kind="config") from cause
             raise AgentError(
                 f"could not connect to MCP server {self.name!r}: {_describe(cause)}", kind="network"
             ) from cause

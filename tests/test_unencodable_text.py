@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FAST_RETRY, MODEL
 
 from agentcore import Agent, AgentError, tool, tools
 from agentcore.protocols.base import make_result
@@ -29,6 +28,8 @@ from agentcore.testing import ModelServer
 from agentcore.usage import Usage
 
 PROTOCOLS = ["chat", "responses", "anthropic", "gemini"]
+MODEL = "test-model"  # what conftest's make_agent names the model
+FAST_RETRY = {"retry_base_delay": 0.01, "retry_max_delay": 0.05}
 NAME = "report-\udcff.txt"  # what os.listdir() gives for b"report-\xff.txt"
 FIXED = "report-\ufffd.txt"
 HALF = "caf\ud83d"  # "\ud83d" in JSON: half of an emoji

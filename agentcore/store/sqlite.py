@@ -34,11 +34,15 @@ _SCHEMA = (
 
 
 class SQLiteStore(TextStore):
-    """Sessions in the SQLite file at `path` (created with its schema on first use).
+    """Sessions in the SQLite file at `path` (created with its schema when the store is made).
 
     Args:
         path: the database file.
         busy_timeout_s: how long a write waits for another writer's lock.
+
+    Raises:
+        AgentError: kind "config" when the file cannot be opened or written (a read-only file, a
+            folder that does not exist or cannot be written): now, never at a later send.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
@@ -49,9 +53,29 @@ class SQLiteStore(TextStore):
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None
         self._pid = 0
+        self._check_writable()
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
+
+    def _check_writable(self) -> None:
+        """A write rolled back: SQLite opens a file it cannot write read-only and says so only
+        at the first write, which would otherwise be a send's first append."""
+        with self._lock:
+            connection = self._connect()
+            try:
+                connection.execute("BEGIN IMMEDIATE")
+                try:
+                    connection.execute(
+                        "INSERT OR REPLACE INTO agentcore_sessions (id, length, updated_at) VALUES (?, 0, 0)",
+                        ("\x00agentcore write check",),
+                    )
+                finally:
+                    connection.execute("ROLLBACK")
+            except sqlite3.Error as exc:
+                connection.close()
+                self._connection = None
+                raise _unusable(self.path, exc) from exc
 
     def _load_texts(self, id: str) -> list[str]:
         with self._guard():
@@ -155,7 +179,16 @@ class SQLiteStore(TextStore):
         return connection
 
     def _open_error(self, exc: sqlite3.Error) -> AgentError:
-        return AgentError(f"cannot open the session store {self.path!r}: {exc}", kind="config", cause=exc)
+        return _unusable(self.path, exc)
+
+
+def _unusable(path: str, exc: sqlite3.Error) -> AgentError:
+    return AgentError(
+        f"the session store {path!r} cannot be opened for writing: {exc} "
+        "(check that its folder exists and that the file and the folder can be written)",
+        kind="config",
+        cause=exc,
+    )
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
