@@ -22,11 +22,10 @@ from ._utils.cancel import Signal, child
 from ._utils.notify import notify
 from ._utils.retry import RetryPolicy
 from ._utils.retry import call as with_retries
-from .call_ids import paired
 from .context import HEAD_SHARE, HEAD_TURNS, TAIL_SHARE, excerpted_input, is_compact_turn, latest_summary
 from .errors import AgentError
 from .events import error_info
-from .history import render, turns
+from .history import paired, render, turns
 from .protocols.base import DEFAULT_CAPABILITIES, LLMResult, Request
 from .usage import Usage
 

@@ -18,6 +18,7 @@ from ._utils.capabilities import DEFAULT_CAPABILITIES
 from ._utils.secrets import mask
 from .errors import KINDS, AgentError, ConfigTypeError
 
+# The wire protocols, here once: the adapters (protocols/), the CLI and the test server import it.
 PROTOCOLS = ("chat", "responses", "anthropic", "gemini")
 TOOL_MODES = ("native", "text", "auto")
 MEDIA_FALLBACKS = ("error", "strip")

@@ -26,7 +26,8 @@ from typing import Any
 
 from ._utils import surrogates
 from .errors import AgentError
-from .tools.toolset import ToolSet, adopt
+from .tools.handlers import ToolSet
+from .tools.toolset import adopt
 
 __all__ = ["MCPTools", "connect"]
 

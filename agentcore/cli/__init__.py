@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..agent import Agent
-from ..config import endpoint_root, host_problem
+from ..config import PROTOCOLS, endpoint_root, host_problem
 from ..errors import AgentError
 from ..tools import load
 from . import demo
@@ -37,7 +37,6 @@ from .sync import send
 
 __all__ = ["main"]
 
-PROTOCOLS = ("chat", "responses", "anthropic", "gemini")
 KEY_ENV = {
     "chat": "OPENAI_API_KEY",
     "responses": "OPENAI_API_KEY",

@@ -11,10 +11,10 @@ from __future__ import annotations
 import importlib
 from typing import cast
 
+from ..config import PROTOCOLS
 from ..errors import AgentError
+from ._common import encoded_body, kind_for_status
 from .base import Adapter
-
-PROTOCOLS = ("chat", "responses", "anthropic", "gemini")
 
 
 def get(name: str) -> Adapter:
@@ -38,4 +38,5 @@ def get(name: str) -> Adapter:
     return cast(Adapter, module.adapter)
 
 
-__all__ = ["PROTOCOLS", "get"]
+# For llm.py: the JSON text of a request body (reusing the run's earlier text), a status's kind.
+__all__ = ["PROTOCOLS", "encoded_body", "get", "kind_for_status"]
