@@ -312,6 +312,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         recorded = self._read_request()
+        if len(recorded.raw) < int(self.headers.get("Content-Length") or 0):
+            # The client went away while sending (killed, cancelled): nobody waits for an answer,
+            # so no script item is used and no script function sees a body that is not there.
+            self.owner._record_only(recorded)
+            self.close_connection = True
+            return
         protocol = encoders.protocol_for(recorded.path)
         encoder = encoders.get(protocol) if protocol is not None else None
         if encoder is None:

@@ -515,3 +515,24 @@ def test_closed_server_refuses_connections() -> None:
         requests.post(url + CHAT, json={}, timeout=2)
     with pytest.raises(RuntimeError):
         server.start()
+
+
+def test_a_request_whose_client_left_mid_body_uses_no_script_item() -> None:
+    """A client killed while sending (tests/store SIGKILL runs): before, its half-received request
+    took a script item and reached script functions with no body (which then raised)."""
+    import socket
+
+    seen: list[Any] = []
+
+    def reply(recorded: Recorded) -> str:
+        seen.append(recorded.body)
+        return f"answered {recorded.body['messages'][0]['content']}"
+
+    with ModelServer(default=reply) as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+            head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n"
+            sock.sendall(head + b'{"model": "m", "mess')
+        response = post(server)
+        assert response.json()["choices"][0]["message"]["content"] == "answered hi"
+    assert len(seen) == 1 and len(server.requests) == 1  # close() joined every handler
+    assert b'{"model": "m", "mess' in [r.raw for r in server.log] and len(server.log) == 2
