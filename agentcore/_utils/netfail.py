@@ -49,8 +49,10 @@ def _cause(chain: list[BaseException]) -> tuple[str, bool]:
     for e in chain:
         if isinstance(e, ConnectionResetError):
             return "the connection was reset", connecting
-        if type(e).__name__ in ("RemoteDisconnected", "IncompleteRead"):
+        if type(e).__name__ == "RemoteDisconnected":
             return "the server closed the connection without answering", False
+        if type(e).__name__ in ("IncompleteRead", "InvalidChunkLength", "ChunkedEncodingError"):
+            return "the server closed the connection in the middle of its reply", False
         if isinstance(e, TimeoutError) or "Timeout" in type(e).__name__:
             return "timed out", connecting
     for e in reversed(chain):
