@@ -340,6 +340,8 @@ def _check_provider(key: str, value: Any) -> None:
         _fail(f"{key}.headers", headers, "must be a dict of strings")
     if value.get("body") is not None and not isinstance(value["body"], dict):
         _fail(f"{key}.body", value["body"], "must be a dict")
+    if value.get("max_output_tokens") is not None:
+        _check_count(f"{key}.max_output_tokens", value["max_output_tokens"])
 
 
 def _check_compact(key: str, value: Any) -> None:

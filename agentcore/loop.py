@@ -33,6 +33,7 @@ from .history import Message, append_to, assistant_message, call_part, compact_e
 from .hooks import HookFailed, Hooks
 from .llm import complete, tool_schemas
 from .protocols.base import LLMResult, Request, ToolCall, tool_call_part
+from .protocols.errors import context_limit
 from .queues import Queue, Queues
 from .result import SendResult
 from .text_tools import mode as tool_mode
@@ -266,6 +267,8 @@ def _model_reply(state: RunState, reminder: bool, feedback: AgentError | None) -
             if not error.overflow:
                 raise
             first_overflow = first_overflow or error
+            # The context size the server named caps every later budget of this model.
+            _tokens.limits.learn(_ratio_key(state.config), context_limit(error))
             if compactions >= MAX_OVERFLOW_COMPACTIONS:
                 raise first_overflow from None
             compactions += 1
@@ -387,7 +390,7 @@ def _context(state: RunState) -> Context:
         state.history,
         system=config["system"],
         tools=state.tools,
-        max_context_tokens=config["max_context_tokens"],
+        max_context_tokens=_budget(config),
         ratio=_tokens.ratios.get(_ratio_key(config)),
         protocol=config["protocol"],
         reasoning=config["capabilities"].get("reasoning", False),
@@ -422,11 +425,16 @@ def _ratio_key(config: Mapping[str, Any]) -> tuple[str, str, Any]:
     return (config["protocol"], config["base_url"], model if isinstance(model, str) else id(model))
 
 
+def _budget(config: Mapping[str, Any]) -> float:
+    """max_context_tokens, or the smaller context size the server named in an overflow error."""
+    return _tokens.limits.budget(_ratio_key(config), config["max_context_tokens"])
+
+
 def _over_budget(state: RunState) -> bool:
     config = state.config
     if math.isinf(config["max_context_tokens"]):
         return False
-    return over_threshold(_context(state), config["max_context_tokens"], config["compact_threshold"])
+    return over_threshold(_context(state), _budget(config), config["compact_threshold"])
 
 
 def _close_partial_reply(state: RunState) -> None:
@@ -468,7 +476,7 @@ def compact_now(state: RunState, reason: str = "manual") -> str:
         connection=_compact.connection_of(config),
         on_compact=events.compact_sink(reason, events.callbacks.get("on_compact")),
         cancel=state.cancel,
-        max_context_tokens=config["max_context_tokens"],
+        max_context_tokens=_budget(config),
         retry=RetryPolicy.from_config(config),
         on_retry=events.retry,
         observe=events.observer(),

@@ -13,8 +13,9 @@ from typing import cast
 
 from ..config import PROTOCOLS
 from ..errors import AgentError
-from ._common import encoded_body, kind_for_status
+from ._common import encoded_body
 from .base import Adapter
+from .errors import kind_for_status
 
 
 def get(name: str) -> Adapter:
