@@ -193,6 +193,20 @@ def test_a_read_only_sqlite_file_is_a_config_error_when_the_store_is_made(shared
     assert str(path) in got["message"] and "cannot be opened for writing" in got["message"]
 
 
+@pytest.mark.parametrize("what", ["file", "folder"])
+def test_a_read_only_mode_is_respected_by_any_user(shared_dir: Path, what: str) -> None:
+    """chmod 444 on the file (555 on its folder): a config error also for root, which SQLite
+    would let write (the suite runs as root in CI)."""
+    path = shared_dir / "chats.db"
+    SQLiteStore(path).close()
+    (path if what == "file" else shared_dir).chmod(0o444 if what == "file" else 0o555)
+    try:
+        error = _config_error(lambda: SQLiteStore(path))
+    finally:
+        shared_dir.chmod(0o755)
+    assert str(path) in str(error) and "read-only" in str(error)
+
+
 def test_a_folder_that_cannot_be_written_is_a_config_error_when_the_store_is_made(shared_dir: Path) -> None:
     folder = shared_dir / "locked"
     folder.mkdir()

@@ -61,6 +61,9 @@ class SQLiteStore(TextStore):
     def _check_writable(self) -> None:
         """A write rolled back: SQLite opens a file it cannot write read-only and says so only
         at the first write, which would otherwise be a send's first append."""
+        read_only = _read_only_by_mode(self.path)
+        if read_only is not None:
+            raise _unusable(self.path, sqlite3.OperationalError(read_only))
         with self._lock:
             connection = self._connect()
             try:
@@ -180,6 +183,24 @@ class SQLiteStore(TextStore):
 
     def _open_error(self, exc: sqlite3.Error) -> AgentError:
         return _unusable(self.path, exc)
+
+
+def _read_only_by_mode(path: str) -> str | None:
+    """Why the file or its folder is read-only by its mode (no write bit for anyone), else None.
+
+    A process running as root writes such a file all the same: the mode says the user meant it
+    to stay as it is, and SQLite in WAL mode writes its -wal and -shm files beside it."""
+    if path == ":memory:" or path.startswith("file:"):
+        return None
+    try:
+        if os.path.exists(path) and not os.stat(path).st_mode & 0o222:
+            return f"attempt to write a read-only file (mode {os.stat(path).st_mode & 0o777:o})"
+        folder = os.path.dirname(os.path.abspath(path))
+        if os.path.isdir(folder) and not os.stat(folder).st_mode & 0o222:
+            return f"its folder is read-only (mode {os.stat(folder).st_mode & 0o777:o})"
+    except OSError:
+        return None  # sqlite3 says what is wrong when it opens the file
+    return None
 
 
 def _unusable(path: str, exc: sqlite3.Error) -> AgentError:
