@@ -81,5 +81,5 @@ def test_fallback_flags_need_a_fallback_model(server: ModelServer) -> None:
     assert done.returncode == 2
     assert "--fallback-model" in done.stderr
     done = run_cli("run", *endpoint(server), "--fallback-model", "x", "--fallback-base-url", "nope", "hi")
-    assert done.returncode == 2 and "not an http" in done.stderr
+    assert done.returncode == 2 and "--fallback-base-url 'nope': expected the API root" in done.stderr
     assert server.requests == []
