@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -439,3 +440,172 @@ def test_compaction_goes_along_the_chain_too(server: ModelServer) -> None:
         assert compact["content"] == "summary written by the backup" and compact["model"] == "backup"
         assert result.text == "answer from the backup" and result.model == "backup"
         assert history_is_valid(agent.history)
+
+
+# ---------------------------------------------------------------- reasoning state across vendors
+
+SECRET = "ENC-RESPONSES-SECRET"
+
+
+def test_reasoning_state_goes_back_to_its_own_vendor_only(server: ModelServer) -> None:
+    """A chain of three protocols — Responses, then Gemini, then Anthropic — over one history that
+    holds each one's opaque reasoning state: every vendor gets back its own state and never another's."""
+    from agentcore.testing.encoders import anthropic as anthropic_wire
+    from agentcore.testing.encoders import gemini as gemini_wire
+
+    earlier = [
+        {"role": "user", "content": "earlier"},
+        {
+            "role": "assistant",
+            "model": "gpt-resp",
+            "content": [
+                {
+                    "type": "reasoning",
+                    "text": "",
+                    "provider_metadata": {"protocol": "responses", "id": "rs_1", "encrypted_content": SECRET},
+                },
+                {"type": "text", "text": "ok"},
+            ],
+        },
+    ]
+    with ModelServer() as gemini, ModelServer() as anthropic:
+        down = {"status": 500, "error": "down"}
+        server.add(down, down, down, "back on Responses")
+        gemini.add(
+            {"reasoning": "look", "tool_calls": [{"name": "lookup", "id": "g1", "arguments": {"key": "a"}}]},
+            {"status": 503, "error": "overloaded"},
+            "Gemini again.",
+        )
+        anthropic.add({"reasoning": "known now", "text": "a is known."})
+        fallback = [
+            {"base_url": gemini.base_url, "protocol": "gemini", "model": "gemini-fallback"},
+            {"base_url": anthropic.base_url, "protocol": "anthropic", "model": CLAUDE},
+        ]
+        config = {"base_url": server.base_url, "protocol": "responses", "model": "gpt-resp", **NEVER}
+        with Agent(config={**config, "fallback": fallback}, tools=[lookup], history=earlier) as agent:
+            sends = [agent.send("look up a", config={"no_tool_rounds": 1})]
+            sends += [agent.send("and?"), agent.send("ok")]
+        assert [r.model for r in sends] == [CLAUDE, "gemini-fallback", "gpt-resp"]
+        assert history_is_valid(agent.history)
+        gemini_signature = gemini_wire.fake_signature("lookup")
+        claude_signature = anthropic_wire.fake_signature("known now")
+        assert len(gemini.requests) == 3 and len(anthropic.requests) == 1
+        for body in gemini.requests:
+            assert SECRET not in json.dumps(body) and claude_signature not in json.dumps(body)
+        # Gemini gets its own signature back on its call (rounds after the call).
+        for body in gemini.requests[1:]:
+            calls = [p for c in body["contents"] for p in c["parts"] if "functionCall" in p]
+            assert calls[0]["thoughtSignature"] == gemini_signature
+        anthropic_body = json.dumps(anthropic.requests[0])
+        assert SECRET not in anthropic_body and gemini_signature not in anthropic_body
+        assert "thoughtSignature" not in anthropic_body
+        last = json.dumps(server.requests[-1])
+        assert SECRET in last  # Responses' own reasoning goes back by value
+        assert gemini_signature not in last and claude_signature not in last
+        assert "thoughtSignature" not in last
+
+
+# ---------------------------------------------------------------- which errors move (auth)
+
+
+def test_auth_moves_when_listed_in_fallback_on(server: ModelServer) -> None:
+    """A key the primary refuses: with "auth" listed, the fallback (its own key) answers at once."""
+    with ModelServer() as backup:
+        backup.add("from the backup")
+        server.add({"status": 401, "error": "bad key"})
+        fallback = [{"base_url": backup.base_url, "model": "backup", "api_key": "sk-backup"}]
+        config = {"base_url": server.base_url, "model": "main", **NEVER, "fallback": fallback}
+        seen: list[dict[str, Any]] = []
+        with Agent(config={**config, "fallback_on": ["auth", "server"]}) as agent:
+            agent.subscribe(lambda event: seen.append(event) if event["type"] == "retry" else None)
+            result = agent.send("go")
+        assert result.model == "backup" and result.text == "from the backup"
+        assert [(p["model"], p["delay"], p["error"]["kind"]) for p in seen] == [("backup", 0.0, "auth")]
+        assert backup.log[-1].headers["authorization"] == "Bearer sk-backup"
+
+
+# ---------------------------------------------------------------- cancellation (the wait)
+
+
+def test_cancel_during_the_wait_after_the_last_model(server: ModelServer) -> None:
+    """Both models failed; the run waits (10 minutes) before the primary again: a stop ends it at
+    once, with no further request."""
+    with ModelServer() as backup:
+        server.add({"status": 500, "error": "down"}, "never asked")
+        backup.add({"status": 500, "error": "down too"})
+        fallback = [{"base_url": backup.base_url, "model": "backup"}]
+        config = {"base_url": server.base_url, "model": "main", **NEVER, "fallback": fallback}
+        waiting = threading.Event()
+        agent = Agent(config=config)
+        agent.subscribe(lambda e: waiting.set() if e["type"] == "retry" and e["delay"] > 0 else None)
+        failure: list[BaseException] = []
+
+        def send() -> None:
+            try:
+                agent.send("go")
+            except BaseException as error:
+                failure.append(error)
+
+        worker = threading.Thread(target=send)
+        worker.start()
+        assert waiting.wait(30)
+        assert agent.stop() is True
+        worker.join(60)  # the wait is 600 s: joining at all means the stop ended it
+        alive = worker.is_alive()
+        agent.close()
+    assert not alive
+    assert isinstance(failure[0], AgentError) and failure[0].kind == "aborted"
+    assert len(server.requests) == 1 and len(backup.requests) == 1
+    assert history_is_valid(agent.history)
+
+
+# ---------------------------------------------------------------- stress: cancels at random instants
+
+
+def test_cancels_at_random_instants_over_the_chain() -> None:
+    """Many sends over a chain (a chat primary that fails in every way, an Anthropic fallback that
+    streams tool rounds slowly), stopped at random instants: after each, the history is valid;
+    after close(), no agentcore thread is left."""
+    import random
+
+    rng = random.Random(20261202)
+    faults: list[Any] = [
+        {"status": 500, "error": "down"},
+        {"status": 429, "error": "slow down"},
+        {"text": "PARTIAL words of the primary", "drop_after": 2},
+    ]
+    before = {t for t in threading.enumerate() if t.name.startswith("agentcore")}
+    with ModelServer() as primary, ModelServer() as backup:
+        fallback = [{"base_url": backup.base_url, "protocol": "anthropic", "model": CLAUDE}]
+        config = {"base_url": primary.base_url, "model": "gpt-4o", **NEVER, "fallback": fallback}
+        agent = Agent(config={**config, "no_tool_rounds": 1}, tools=[lookup])
+        for number in range(40):
+            primary.add(*[rng.choice(faults) for _ in range(3)])
+            call = {"name": "lookup", "id": f"t{number}", "arguments": {"key": str(number)}}
+            backup.add(
+                {"tool_calls": [call], "chunk_delay": 0.002},
+                {"text": "done " * 20, "chunk_delay": 0.002},
+                {"text": "done " * 20, "chunk_delay": 0.002},
+            )
+            timer = threading.Timer(rng.uniform(0, 0.08), agent.stop)
+            timer.start()
+            start, aborted = len(agent.history), False
+            try:
+                agent.send(f"task {number}")
+            except AgentError as error:
+                assert error.kind == "aborted"
+                aborted = True
+            timer.join()
+            assert history_is_valid(agent.history), number
+            # The primary's text is kept only as a reply a stop cut, never once it was retried.
+            holding = [m for m in agent.history[start:] if "PARTIAL" in _texts([m])]
+            assert holding == [] or (aborted and holding == [agent.history[-1]]), number
+            assert all(m.get("model") == "gpt-4o" and "fallback" not in m for m in holding)
+        agent.close()
+    # Threads end soon after close(); the wait only outlasts a busy machine's scheduling.
+    for _ in range(300):
+        left = [t.name for t in threading.enumerate() if t.name.startswith("agentcore") and t not in before]
+        if not left:
+            break
+        time.sleep(0.1)
+    assert left == []
