@@ -609,3 +609,25 @@ def test_cancels_at_random_instants_over_the_chain() -> None:
             break
         time.sleep(0.1)
     assert left == []
+
+
+# ---------------------------------------------------------------- calibration per model
+
+
+def test_the_token_ratio_is_learned_for_the_model_that_answered(server: ModelServer) -> None:
+    """The fallback's usage calibrates the fallback's ratio, never the primary's."""
+    from agentcore._utils import tokens
+    from agentcore.connection import Connection
+
+    with ModelServer() as backup:
+        server.add({"status": 500, "error": "down"})
+        backup.add({"text": "ok", "usage": {"input_tokens": 3000, "output_tokens": 5}})
+        fallback = [{"base_url": backup.base_url, "model": "backup"}]
+        config = {"base_url": server.base_url, "model": "main", "system": "S" * 4000, **NEVER}
+        with Agent(config={**config, "fallback": fallback}) as agent:
+            assert agent.send("hello").model == "backup"
+        primary_key = Connection.of(agent.config).model_key
+        backup_key = Connection.of({**agent.config, **fallback[0]}).model_key
+    assert primary_key != backup_key
+    assert tokens.ratios.get(primary_key) == tokens.DEFAULT_RATIO
+    assert tokens.ratios.get(backup_key) != tokens.DEFAULT_RATIO
