@@ -8,6 +8,10 @@ A stored session only grows: `append(id, entries, expected_length)` writes only 
 length is exactly `expected_length` (checked and written in one transaction), else it raises
 `AgentError(kind="conflict")` and writes nothing. That one rule is what keeps two writers of a
 session from interleaving or overwriting each other. Entries are stored as `json.dumps(entry)`.
+
+Beside the history, a store keeps each session's run state — the call journal, the lease, the
+steer / follow-up queues and the event log (store/sql.py) — so any process can stop, steer,
+approve, watch and continue a run (API.md §Durable sessions).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import AgentError
+from .session import Session, encode
 
 if TYPE_CHECKING:
     from .postgres import PostgresStore
@@ -41,6 +46,16 @@ class Store(Protocol):
     def delete(self, id: str) -> None: ...
 
     def close(self) -> None: ...
+
+    # Durable sessions (API.md): the run of a session, from any process.
+
+    def stop(self, session_id: str, timeout: float | None = None) -> bool: ...
+
+    def steer(self, session_id: str, message: Any) -> None: ...
+
+    def follow_up(self, session_id: str, message: Any) -> None: ...
+
+    def watch(self, session_id: str, *, after: int | None = None, timeout: float | None = None) -> Any: ...
 
 
 class TextStore:
@@ -72,7 +87,14 @@ class TextStore:
     def _load_texts(self, id: str) -> list[str]:
         raise NotImplementedError
 
-    def _append_texts(self, id: str, texts: list[str], expected_length: int) -> int:
+    def _append_texts(
+        self,
+        id: str,
+        texts: list[str],
+        expected_length: int,
+        fence: tuple[str, int] | None = None,
+        dequeue: tuple[int, ...] = (),
+    ) -> int:
         raise NotImplementedError
 
     def __enter__(self) -> TextStore:
@@ -83,73 +105,6 @@ class TextStore:
 
     def close(self) -> None:
         raise NotImplementedError
-
-
-class Session:
-    """One conversation of a store, kept in step with an agent's history.
-
-    The session remembers the text of every entry it has seen stored, so that at each send it can
-    tell entries appended by hand (committed then) from stored entries edited or removed (a
-    conflict). One session object serves one agent.
-    """
-
-    def __init__(self, store: TextStore, id: str) -> None:
-        self.store = store
-        self.id = id
-        self._stored: list[str] = []
-
-    def __repr__(self) -> str:
-        return f"Session({self.id!r}, {len(self._stored)} stored entries)"
-
-    def load(self) -> list[Message]:
-        """The stored history (a fresh list), remembered as the agent's starting point."""
-        self._stored = self.store._load_texts(self.id)
-        return [json.loads(text) for text in self._stored]
-
-    def check(self, history: Sequence[Message]) -> None:
-        """Raise conflict if a stored entry was edited or removed from `history`; writes nothing."""
-        if len(history) < len(self._stored):
-            raise AgentError(
-                f"session {self.id!r}: {len(self._stored) - len(history)} stored entries were removed "
-                "from agent.history; history is append-only (agent.reload() restores it)",
-                kind="conflict",
-            )
-        for index, text in enumerate(self._stored):
-            if _dumps(history[index], index) != text:
-                raise AgentError(
-                    f"session {self.id!r}: stored entry {index} of agent.history was edited; "
-                    "history is append-only (agent.reload() restores it)",
-                    kind="conflict",
-                )
-
-    def commit(self, history: Sequence[Message]) -> None:
-        """Store the entries of `history` past the stored ones, stating the length they follow.
-
-        Raises:
-            AgentError: kind "conflict" when another writer appended meanwhile (nothing written).
-        """
-        new = history[len(self._stored) :]
-        if not new:
-            return
-        texts = encode(new, start=len(self._stored))
-        self.store._append_texts(self.id, texts, len(self._stored))
-        self._stored.extend(texts)
-
-
-def encode(entries: Sequence[Message], *, start: int = 0) -> list[str]:
-    """`json.dumps` of each entry, which must be a dict of plain JSON values."""
-    if isinstance(entries, (str, bytes, dict)) or not isinstance(entries, Sequence):
-        raise AgentError(f"entries must be a list of dicts, got {type(entries).__name__}", kind="request")
-    return [_dumps(entry, start + offset) for offset, entry in enumerate(entries)]
-
-
-def _dumps(entry: Any, index: int) -> str:
-    if not isinstance(entry, dict):
-        raise AgentError(f"history entry {index} must be a dict, got {type(entry).__name__}", kind="request")
-    try:
-        return json.dumps(entry)
-    except (TypeError, ValueError) as exc:
-        raise AgentError(f"history entry {index} is not plain JSON: {exc}", kind="request") from exc
 
 
 def conflict_error(id: str, expected_length: int, stored_length: int) -> AgentError:

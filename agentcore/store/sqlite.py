@@ -19,7 +19,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import AgentError
-from . import TextStore, conflict_error
+from . import conflict_error
+from .keeper import close_keeper
+from .sql import Fence, SQLStore, durable_schema
 
 # How long a writer waits for another process's write lock before giving up with an error.
 BUSY_TIMEOUT_S = 30.0
@@ -30,10 +32,11 @@ _SCHEMA = (
     # The (session, idx) key is the backstop of the length check: an entry index is written once.
     "CREATE TABLE IF NOT EXISTS agentcore_entries "
     "(session TEXT NOT NULL, idx INTEGER NOT NULL, entry TEXT NOT NULL, PRIMARY KEY (session, idx))",
+    *durable_schema("REAL", "INTEGER", "INTEGER PRIMARY KEY AUTOINCREMENT"),
 )
 
 
-class SQLiteStore(TextStore):
+class SQLiteStore(SQLStore):
     """Sessions in the SQLite file at `path` (created with its schema on first use).
 
     Args:
@@ -50,8 +53,22 @@ class SQLiteStore(TextStore):
         self._connection: sqlite3.Connection | None = None
         self._pid = 0
 
+    # SQLite's own clock (the machine's): every process on one file shares it.
+    _NOW = "((julianday('now') - 2440587.5) * 86400.0)"
+
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
+
+    @contextlib.contextmanager
+    def _db(self, write: bool) -> Iterator[sqlite3.Connection]:
+        """The connection under the lock; with `write`, inside one `BEGIN IMMEDIATE` transaction."""
+        with self._guard():
+            connection = self._connect()
+            if not write:
+                yield connection
+                return
+            with _write_transaction(connection):
+                yield connection
 
     def _load_texts(self, id: str) -> list[str]:
         with self._guard():
@@ -60,30 +77,41 @@ class SQLiteStore(TextStore):
             )
             return [row[0] for row in rows]
 
-    def _append_texts(self, id: str, texts: list[str], expected_length: int) -> int:
-        with self._guard():
-            connection = self._connect()
-            with _write_transaction(connection):
-                row = connection.execute(
-                    "SELECT length FROM agentcore_sessions WHERE id = ?", (id,)
-                ).fetchone()
-                stored = row[0] if row else 0
-                if stored != expected_length:
-                    raise conflict_error(id, expected_length, stored)
-                if not texts:
-                    return stored
-                connection.executemany(
-                    "INSERT INTO agentcore_entries (session, idx, entry) VALUES (?, ?, ?)",
-                    [(id, stored + offset, text) for offset, text in enumerate(texts)],
-                )
-                length = stored + len(texts)
+    def _append_texts(
+        self,
+        id: str,
+        texts: list[str],
+        expected_length: int,
+        fence: Fence | None = None,
+        dequeue: tuple[int, ...] = (),
+    ) -> int:
+        with self._db(write=True) as connection:
+            self._check_fence(connection, id, fence)
+            row = connection.execute("SELECT length FROM agentcore_sessions WHERE id = ?", (id,)).fetchone()
+            stored = row[0] if row else 0
+            if stored != expected_length:
+                raise conflict_error(id, expected_length, stored)
+            if not texts:
+                return stored
+            connection.executemany(
+                "INSERT INTO agentcore_entries (session, idx, entry) VALUES (?, ?, ?)",
+                [(id, stored + offset, text) for offset, text in enumerate(texts)],
+            )
+            length = stored + len(texts)
+            connection.execute(
+                "INSERT INTO agentcore_sessions (id, length, updated_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (id) DO UPDATE "
+                "SET length = excluded.length, updated_at = excluded.updated_at",
+                (id, length, time.time()),
+            )
+            if dequeue:
+                # Delivered steer / follow-up messages leave their queue with the entries that
+                # deliver them: in one transaction, so a crash can neither lose nor repeat one.
+                marks = ", ".join("?" * len(dequeue))
                 connection.execute(
-                    "INSERT INTO agentcore_sessions (id, length, updated_at) VALUES (?, ?, ?) "
-                    "ON CONFLICT (id) DO UPDATE "
-                    "SET length = excluded.length, updated_at = excluded.updated_at",
-                    (id, length, time.time()),
+                    f"DELETE FROM agentcore_queue WHERE session = ? AND qid IN ({marks})", (id, *dequeue)
                 )
-                return length
+            return length
 
     def sessions(self) -> list[dict[str, Any]]:
         """Every stored session, the most recently updated first."""
@@ -95,13 +123,13 @@ class SQLiteStore(TextStore):
 
     def delete(self, id: str) -> None:
         """Remove session `id` and its entries (nothing happens for an unknown id)."""
-        with self._guard():
-            connection = self._connect()
-            with _write_transaction(connection):
-                connection.execute("DELETE FROM agentcore_entries WHERE session = ?", (id,))
-                connection.execute("DELETE FROM agentcore_sessions WHERE id = ?", (id,))
+        with self._db(write=True) as connection:
+            connection.execute("DELETE FROM agentcore_entries WHERE session = ?", (id,))
+            connection.execute("DELETE FROM agentcore_sessions WHERE id = ?", (id,))
+            self._delete_run_state(connection, id)
 
     def close(self) -> None:
+        close_keeper(self)
         with self._lock:
             if self._connection is not None and self._pid == os.getpid():
                 self._connection.close()
