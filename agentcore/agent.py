@@ -50,6 +50,8 @@ class Running:
     cancel: Signal = field(default_factory=Signal)
     thread: threading.Thread | None = None
     done: threading.Event = field(default_factory=threading.Event)
+    # The run's hold on its session (durable.py), given back when the run is released.
+    hold: Any = None
 
 
 class Agent:
@@ -88,6 +90,7 @@ class Agent:
         self._hooks = {k: v for k, v in check_hooks(hooks).items() if v is not None}
         self._listeners = Listeners()
         self._queues = Queues()
+        self._journal: Any = None  # a MemoryJournal, made at the first run or decision (no session)
         self.session = session
         if session is not None:
             history = session.load()
@@ -175,21 +178,47 @@ class Agent:
 
     # ------------------------------------------------------------ steering (queues.py)
 
+    # With a session the queues are the store's: `store.steer()` from any process feeds them too.
+
     def steer(self, message: Any) -> None:
         """Queue a user message for the next point where the model can take it (from any thread)."""
-        self._queues.add("steer", queued_entry(message, self._config))
+        self._queue_box().add("steer", queued_entry(message, self._config))
 
     def follow_up(self, message: Any) -> None:
         """Queue a user message delivered only when the run would otherwise end."""
-        self._queues.add("follow_up", queued_entry(message, self._config))
+        self._queue_box().add("follow_up", queued_entry(message, self._config))
 
     def queued(self) -> dict[str, list[Message]]:
         """`{"steer": [...], "follow_up": [...]}`: copies of the entries delivery will append."""
-        return self._queues.queued()
+        result: dict[str, list[Message]] = self._queue_box().queued()
+        return result
 
     def clear_queues(self) -> dict[str, list[Message]]:
         """Empty both queues; returns what was removed, shaped like `queued()`."""
-        return self._queues.clear()
+        result: dict[str, list[Message]] = self._queue_box().clear()
+        return result
+
+    # ------------------------------------------------------------ approvals (durable.py)
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The calls waiting for a decision now: `{tool_call_id, tool_name, input, input_hash}`.
+
+        With a session, from any process that opens it.
+        """
+        from . import durable
+
+        return durable.pending(self._journal_box(), self.history)
+
+    def decide(
+        self, tool_call_id: str, allow: bool, *, reason: str | None = None, input_hash: str | None = None
+    ) -> None:
+        """Record a decision on a waiting call (durably, with a session); `resume()` then acts on it.
+
+        Raises:
+            AgentError: kind "conflict" when `input_hash` is not the call's (a stale view);
+                kind "request" for an unknown or already decided call.
+        """
+        self._journal_box().decide(tool_call_id, allow, reason, input_hash)
 
     def as_tool(
         self,
@@ -306,7 +335,9 @@ class Agent:
             raise AgentError("the send was cancelled before it started", kind="aborted")
         from . import loop as _loop
 
-        running, state = self._start(overrides, message, cancel, sinks=sinks, run_id=run_id)
+        running, state = self._start(
+            overrides, message, cancel, sinks=sinks, run_id=run_id, resume=message is None
+        )
         result: SendResult = self._drive(running, lambda: _loop.run(state), cancel)
         return result
 
@@ -340,8 +371,10 @@ class Agent:
         callbacks: Mapping[str, Callable[..., Any]] | None = None,
         sinks: Sequence[Listener] = (),
         run_id: str | None = None,
+        resume: bool = False,
     ) -> tuple[Running, _loop.Run]:
         """Supersede the running task, then apply overrides and the input — unless superseded meanwhile."""
+        from . import durable
         from . import loop as _loop
 
         running = Running()
@@ -353,18 +386,25 @@ class Agent:
             if previous is not None:
                 previous.cancel.set()
                 previous.done.wait()
+            # After the local supersede, before the input: a run of this session elsewhere ends first.
+            hold = running.hold = durable.hold(
+                self.id, self.session, self._config, running.cancel, self._journal_box(), self._queues
+            )
             with self._lock:
                 superseded = self._generation != generation or running.cancel.is_set()
                 superseded = superseded or (cancel is not None and cancel.is_set())
                 if superseded:
                     raise AgentError("the send was superseded or stopped before it started", kind="aborted")
                 history = overrides.history if overrides.history is not None else self.history
-                entries = self._first_entries(message, deliver, superseding=previous is not None)
+                hold.sync(history)
+                # A resume continuing open calls delivers the steers after their results (loop.py).
+                deliver = deliver and not (resume and _has_open_calls(history))
+                entries = self._first_entries(message, deliver, hold.queues, superseding=previous is not None)
                 try:
-                    appended = self._write_input(history, entries)
+                    appended = self._write_input(history, entries, hold, resume)
                 except BaseException:
                     # A session conflict writes nothing: the steers taken for delivery go back.
-                    self._queues.give_back("steer", [e for e in entries if e is not message])
+                    hold.queues.give_back("steer", [e for e in entries if e is not message])
                     raise
                 overrides.apply(self)
             events = Emitter(
@@ -372,7 +412,7 @@ class Agent:
                 run_id or random_hex(),
                 dict(callbacks or self._callbacks),
                 self._listeners,
-                sinks,
+                (*sinks, *hold.sinks),
                 config=self._config,
             )
             state = _loop.Run(
@@ -384,10 +424,12 @@ class Agent:
                 cancel=running.cancel,
                 pool=self._pool(),
                 hooks=Hooks(self._hooks),
-                queues=self._queues,
+                queues=hold.queues,
                 appended=appended,
                 unannounced=list(appended),
                 on_append=self._committer(self.history),
+                journal=hold.journal,
+                resume=resume,
             )
         except BaseException:
             # Superseded, Ctrl-C while the previous run was ending, or a failure before the worker
@@ -397,20 +439,23 @@ class Agent:
             raise
         return running, state
 
-    def _first_entries(self, message: Message | None, deliver: bool, *, superseding: bool) -> list[Message]:
+    def _first_entries(
+        self, message: Message | None, deliver: bool, queues: Any, *, superseding: bool
+    ) -> list[Message]:
         """The input and the queued steers: steers follow the input, or precede it when superseding."""
         entries = [message] if message is not None else []
-        steers = self._queues.take("steer", "all") if deliver else []
+        steers = queues.take("steer", "all") if deliver else []
         return steers + entries if superseding else entries + steers
 
-    def _write_input(self, history: list[Message], entries: list[Message]) -> list[Message]:
-        """Answer open calls, append the input; with a session, commit all of it or write nothing."""
+    def _write_input(
+        self, history: list[Message], entries: list[Message], hold: Any, resume: bool
+    ) -> list[Message]:
+        """Close open calls (a resume continues them instead), append the input; with a session,
+        commit all of it or write nothing."""
         from .entries import append_to, close_open_calls
 
-        if self.session is not None:
-            self.session.check(history)
         start = len(history)
-        appended = close_open_calls(history)
+        appended = [] if resume else close_open_calls(history, hold.journal)
         for entry in entries:
             append_to(history, entry)
             appended.append(entry)
@@ -483,11 +528,29 @@ class Agent:
             self._release(running)
 
     def _release(self, running: Running) -> None:
-        """End `running`: clear `agent.running` if it is still this one, and wake its waiters."""
-        with self._lock:
-            if self.running is running:
-                self.running = None
-        running.done.set()
+        """End `running`: give back its session, clear `agent.running` if it is still this one, and
+        wake its waiters."""
+        try:
+            if running.hold is not None:
+                running.hold.release()
+        finally:
+            with self._lock:
+                if self.running is running:
+                    self.running = None
+            running.done.set()
+
+    def _journal_box(self) -> Any:
+        """The session's journal, or this agent's own (made on first use)."""
+        if self.session is not None:
+            return self.session.journal()
+        if self._journal is None:
+            from .store.journal import MemoryJournal
+
+            self._journal = MemoryJournal()
+        return self._journal
+
+    def _queue_box(self) -> Any:
+        return self.session.queues() if self.session is not None else self._queues
 
     def _effective_tools(self) -> ToolSet:
         if not self._config["capabilities"].get("tools", True):
@@ -513,6 +576,12 @@ class Agent:
     def _refuse_inside_run(self, what: str) -> None:
         if self._inside_run():
             raise AgentError(f"{what}() cannot be called from inside this agent's own run", kind="request")
+
+
+def _has_open_calls(history: list[Message]) -> bool:
+    from .call_ids import open_calls
+
+    return bool(open_calls(history))
 
 
 def _spawn(target: Callable[[], None], name: str) -> None:

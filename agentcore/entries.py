@@ -14,22 +14,40 @@ from ._utils.ids import random_hex
 from .call_ids import open_calls
 from .history import Message, tool_result_part
 from .protocols.base import LLMResult, ToolCall, tool_call_part
-from .tools.shape import interrupted_result
+from .store.journal import NO_DECISION, CallRecord, Journal
+from .tools.shape import denied_result, interrupted_result
 from .usage import Usage
 
 
-def close_open_calls(history: list[Message]) -> list[Message]:
+def close_open_calls(history: list[Message], journal: Journal | None = None) -> list[Message]:
     """Answer calls a loaded history left without a result (a process died mid-tool) as interrupted.
 
     A call without its result makes the vendors reject the conversation on every later request;
-    appending the missing results keeps history append-only and valid. Returns what was appended.
+    appending the missing results keeps history append-only and valid. With a `journal`, a call
+    waiting for a decision is denied ("no decision was made before the conversation moved on"),
+    a denied one keeps its reason, and the journal closes them first — a later decision finds
+    nothing to decide. Returns what was appended.
     """
     pending = open_calls(history)
     if not pending:
         return []
-    message = tool_message(pending, [interrupted_result() for _ in pending])
+    results = [interrupted_result() for _ in pending]
+    if journal is not None:
+        ids = [str(call["tool_call_id"]) for call in pending]
+        records = journal.records(ids)
+        results = [_closing_result(records.get(i)) for i in ids]
+        journal.close(ids)
+    message = tool_message(pending, results)
     append_to(history, message)
     return [message]
+
+
+def _closing_result(record: CallRecord | None) -> dict[str, Any]:
+    if record is not None and record.state in ("pending", "closed"):
+        return denied_result(NO_DECISION)
+    if record is not None and record.state == "denied":
+        return denied_result(record.reason)
+    return interrupted_result()
 
 
 def call_part(call: ToolCall) -> dict[str, Any]:
@@ -39,15 +57,20 @@ def call_part(call: ToolCall) -> dict[str, Any]:
 def tool_message(calls: list[dict[str, Any]], results: list[dict[str, Any]]) -> Message:
     message: Message = {
         "role": "tool",
-        "content": [
-            tool_result_part(str(c["tool_call_id"]), str(c["tool_name"]), r["output"])
-            for c, r in zip(calls, results, strict=True)
-        ],
+        "content": [_result_part(c, r) for c, r in zip(calls, results, strict=True)],
     }
     delegated = [Usage.of(**r["sub_agent_usage"]) for r in results if r.get("sub_agent_usage")]
     if delegated:
         message["sub_agent_usage"] = sum(delegated, Usage()).to_dict()
     return message
+
+
+def _result_part(call: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    part = tool_result_part(str(call["tool_call_id"]), str(call["tool_name"]), result["output"])
+    if result.get("interrupted"):
+        # Stored results say what happened: a UI can show an interrupted call after a reload.
+        part["interrupted"] = True
+    return part
 
 
 def append_to(history: list[Message], message: Message) -> None:

@@ -2023,7 +2023,7 @@ def test_public_signatures() -> None:
     for name in ("object", "array", "json"):
         assert callable(getattr(agentcore.output, name))
     result_fields = [f.name for f in dataclasses.fields(SendResult)]
-    assert set(result_fields) == {"text", "steps", "usage", "reason", "output", "messages"}
+    assert set(result_fields) == {"text", "steps", "usage", "reason", "output", "messages", "pending"}
     llm_fields = {f.name for f in dataclasses.fields(agentcore.llm.LLMResult)}
     assert {"text", "reasoning", "tool_calls", "usage", "finish_reason", "message", "raw"} <= llm_fields
     read_fields = {f.name for f in dataclasses.fields(agentcore.text_tools.TextToolRead)}
@@ -2093,7 +2093,9 @@ def test_stop_with_a_blocked_memory_tool(srv: ModelServer, agents: list[Agent]) 
         assert errors[0].kind == "aborted"
         assert seen[0].cancel.is_set()
         result = tool_results(agent.history)[0]
-        assert set(result) == {"type", "tool_call_id", "tool_name", "output"}
+        # API.md §Details "Stored results say what happened": the part says it was interrupted.
+        assert set(result) == {"type", "tool_call_id", "tool_name", "output", "interrupted"}
+        assert result["interrupted"] is True
         assert result["output"]["type"] == "error-text" and "interrupt" in result["output"]["value"].lower()
     finally:
         release.set()

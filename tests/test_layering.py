@@ -33,7 +33,7 @@ RANKS = [
     ),
     ("protocols", "text_tools"),
     ("llm", "_http", "context", "tool_mode"),
-    ("compact", "batch", "entries"),
+    ("compact", "batch", "entries", "durable"),
     ("loop",),
     ("agent", "aio", "subagent"),
     ("__init__", "testing", "telemetry"),

@@ -167,8 +167,14 @@ class MemoryJournal:
             self._rows.setdefault(call_id, CallRecord(call_id, tool_name, hash, "pending", input))
 
     def records(self, call_ids: Sequence[str]) -> dict[str, CallRecord]:
+        """The records of `call_ids`; a call this object never met counts as started.
+
+        An open call the agent did not make (a history loaded from elsewhere, written by a process
+        that is gone) may have run: only a store's journal, which records every start, can say it
+        did not. So `resume()` without a session gives it the interrupted result, as before.
+        """
         with self._lock:
-            return {i: self._rows[i] for i in call_ids if i in self._rows}
+            return {i: self._rows.get(i) or CallRecord(i, "", "", "started") for i in call_ids}
 
     def pending(self) -> list[CallRecord]:
         with self._lock:
