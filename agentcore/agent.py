@@ -52,6 +52,8 @@ class Running:
     done: threading.Event = field(default_factory=threading.Event)
     # The run's hold on its session (durable.py), given back when the run is released.
     hold: Any = None
+    # Set with `cancel` when a resume takes over: the run leaves the calls it never started open.
+    handover: bool = False
 
 
 class Agent:
@@ -384,11 +386,19 @@ class Agent:
             previous, self.running = self.running, running
         try:
             if previous is not None:
+                previous.handover = resume
                 previous.cancel.set()
                 previous.done.wait()
             # After the local supersede, before the input: a run of this session elsewhere ends first.
             hold = running.hold = durable.hold(
-                self.id, self.session, self._config, running.cancel, self._journal_box(), self._queues
+                self.id,
+                self.session,
+                self._config,
+                running.cancel,
+                lambda handover: _stop_for(running, handover),
+                self._journal_box(),
+                self._queues,
+                handover=resume,
             )
             with self._lock:
                 superseded = self._generation != generation or running.cancel.is_set()
@@ -430,6 +440,7 @@ class Agent:
                 on_append=self._committer(self.history),
                 journal=hold.journal,
                 resume=resume,
+                handover=lambda: running.handover,
             )
         except BaseException:
             # Superseded, Ctrl-C while the previous run was ending, or a failure before the worker
@@ -576,6 +587,12 @@ class Agent:
     def _refuse_inside_run(self, what: str) -> None:
         if self._inside_run():
             raise AgentError(f"{what}() cannot be called from inside this agent's own run", kind="request")
+
+
+def _stop_for(running: Running, handover: bool) -> None:
+    """Another process asked this run to stop (`handover`: a resume takes over from it)."""
+    running.handover = handover
+    running.cancel.set()
 
 
 def _has_open_calls(history: list[Message]) -> bool:

@@ -47,8 +47,9 @@ class RunState(Protocol):
     hooks: Hooks
 
 
-# The result slot of a deferred call: it has no result yet (never written, never announced).
-_DEFERRED: dict[str, Any] = {"deferred": True}
+# The result slot of a call left without a result: deferred (it waits for a decision), or never
+# started when a resume took the run over (the resume runs it). Never written, never announced.
+_NO_RESULT: dict[str, Any] = {"deferred": True}
 
 
 class Batch:
@@ -71,6 +72,8 @@ class Batch:
         self.records = records or {}
         # Deferred calls: call id -> the pending dict (tool_call_id, tool_name, input, input_hash).
         self._pending: dict[str, dict[str, Any]] = {}
+        # Calls the journal let start: once claimed, a call is answered even when handed over.
+        self._claimed: set[str] = set()
         self.results: list[dict[str, Any] | None] = [None] * len(calls)
         self.cancel, self._unfollow = child(state.cancel)
         # The first failure of a deciding callback (on_permission or a hook): it fails the send.
@@ -140,13 +143,21 @@ class Batch:
         """Answer every unfinished call as interrupted; later results are dropped.
 
         Returns the results of the answered calls (`answered`), in call order: a deferred call
-        has none.
+        has none, and neither has a call never started when a resume took the run over (the
+        resume runs it: `state.handover`).
         """
         self._unfollow()
+        handover = getattr(self.state, "handover", None)
+        handed_over = (
+            self.journal is not None and self.cancel.is_set() and handover is not None and handover()
+        )
         unanswered = []
         with self._done:
             for index, result in enumerate(self.results):
-                if result is None:
+                never_started = self.calls[index].id not in self._claimed
+                if handed_over and never_started and (result is None or result.get("interrupted")):
+                    self.results[index] = _NO_RESULT
+                elif result is None:
                     self.results[index] = interrupted_result()
                     unanswered.append(index)
         for index in unanswered:
@@ -158,14 +169,14 @@ class Batch:
                 thread.join()
         if self.journal is not None:
             self.journal.settle(
-                c.id for c, r in zip(self.calls, self.results, strict=True) if r is not _DEFERRED
+                c.id for c, r in zip(self.calls, self.results, strict=True) if r is not _NO_RESULT
             )
-        return [r for r in self.results if r is not None and r is not _DEFERRED]
+        return [r for r in self.results if r is not None and r is not _NO_RESULT]
 
     @property
     def answered(self) -> list[ToolCall]:
         """The calls that have a result (every call but the deferred ones), in call order."""
-        return [c for c, r in zip(self.calls, self.results, strict=True) if r is not _DEFERRED]
+        return [c for c, r in zip(self.calls, self.results, strict=True) if r is not _NO_RESULT]
 
     @property
     def pending(self) -> list[dict[str, Any]]:
@@ -192,7 +203,7 @@ class Batch:
             # Cancel only once the failed call's error result is stored: cancelling first would
             # let close() answer it as interrupted.
             self.cancel.set()
-        if result is not _DEFERRED:
+        if result is not _NO_RESULT:
             self.state.events.tool_end(self._rewritten.get(call.id, call), result)
 
     def _fail(self, exc: BaseException) -> None:
@@ -274,7 +285,7 @@ class Batch:
     # ------------------------------------------------------------ decisions and the journal
 
     def _permission(self, call: ToolCall) -> dict[str, Any] | None:
-        """A call met for the first time: None when it may run, else its result (or _DEFERRED)."""
+        """A call met for the first time: None when it may run, else its result (or _NO_RESULT)."""
         on_permission = self.state.events.callbacks.get("on_permission")
         if on_permission is not None:
             return self._ask(on_permission, call)
@@ -287,7 +298,7 @@ class Batch:
         state = record.state
         if state == "pending":
             self._pending[call.id] = record.pending_view()
-            return _DEFERRED
+            return _NO_RESULT
         if state == "denied":
             return denied_result(record.reason)
         if state == "closed":
@@ -314,6 +325,8 @@ class Batch:
             self._fail(exc)
             return error_result(f"the call journal failed, so the call did not run: {exc}")
         if outcome == "run":
+            with self._done:
+                self._claimed.add(call.id)
             return None
         if outcome == "pending":
             return self._defer(call)
@@ -336,7 +349,7 @@ class Batch:
             self._fail(exc)
             return error_result(f"the call journal failed, so the call could not wait for a decision: {exc}")
         self._pending[call.id] = view
-        return _DEFERRED
+        return _NO_RESULT
 
     def _flag(self, call: ToolCall, key: str) -> Any:
         return self.state.tools.schema.get(call.name, {}).get(key)

@@ -1,6 +1,6 @@
 """A run's hold on its session across processes, and where the run keeps its calls and queues.
 
-    hold = durable.hold(agent_id, session, config, running.cancel, journal, queues)
+    hold = durable.hold(agent_id, session, config, cancel, on_lost, journal, queues, handover=resume)
     hold.sync(history)               # before the input is written: up to date with the store
     hold.journal, hold.queues, hold.sinks
     hold.release()                   # after the run's last event
@@ -53,17 +53,26 @@ def hold(
     session: Session | None,
     config: Mapping[str, Any],
     cancel: threading.Event,
+    on_lost: Callable[[bool], None],
     journal: Journal,
     queues: Any,
+    *,
+    handover: bool = False,
 ) -> Hold:
     """Take the session for a run (stopping whatever run holds it, wherever it runs).
+
+    `on_lost(handover)` stops this run when another process asks (`handover`: a resume takes
+    over, and this run leaves the calls it never started open for it). `handover` here: this run
+    is a resume, and asks the same of the run it stops.
 
     Raises:
         AgentError: kind "aborted" when `cancel` is set while the other run is ending.
     """
     if session is None:
         return Hold(journal, queues)
-    session.acquire(agent_id, lease_s=config["session_lease"], cancel=cancel, on_lost=cancel.set)
+    session.acquire(
+        agent_id, lease_s=config["session_lease"], cancel=cancel, on_lost=on_lost, handover=handover
+    )
     return Hold(session.journal(), session.queues(), session, (session.record,))
 
 

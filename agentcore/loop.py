@@ -74,6 +74,8 @@ class Run:
     # A resume: the calls history holds without results are continued first (API.md §Durable
     # sessions), and the queued steers are delivered after their results.
     resume: bool = False
+    # True once a resume took this run over: the calls it never started are left open for it.
+    handover: Callable[[], bool] | None = None
     # The context of the current history length: the budget check and the request of a round
     # (and its retries) share one build, since history only grows during a run.
     context_cache: tuple[int, Context] | None = None

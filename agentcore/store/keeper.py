@@ -36,7 +36,8 @@ class Lease:
     owner: str
     generation: int
     lease_s: float
-    on_lost: Callable[[], None]
+    # Cancels the run; its argument says whether a resume takes over (see SQLStore._request_stop).
+    on_lost: Callable[[bool], None]
     # The stored history length when the lease was taken (the session brings history up to it).
     length: int = 0
     renewed_at: float = field(default_factory=time.monotonic)
@@ -46,13 +47,13 @@ class Lease:
     def fence(self) -> tuple[str, int]:
         return (self.owner, self.generation)
 
-    def lost(self) -> None:
+    def lost(self, handover: bool = False) -> None:
         """Asked to stop, or taken over: cancel the run (once)."""
         if self._lost:
             return
         self._lost = True
         try:
-            self.on_lost()
+            self.on_lost(handover)
         except Exception:
             log.warning("the run of session %r could not be cancelled", self.session_id, exc_info=True)
 
@@ -153,10 +154,11 @@ class Keeper:
             ended = self.store._poll_leases([(h.session_id, h.owner, h.generation) for h in leases])
         except Exception:
             log.warning("the session leases could not be read; retrying", exc_info=True)
-            ended = set()
+            ended = {}
         for lease in leases:
-            if (lease.session_id, lease.generation) in ended:
-                lease.lost()
+            key = (lease.session_id, lease.generation)
+            if key in ended:
+                lease.lost(ended[key])
         now = time.monotonic()
         due = [h for h in leases if not h._lost and now - h.renewed_at >= h.lease_s / 4]
         if not due:

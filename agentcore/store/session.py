@@ -19,7 +19,7 @@ import json
 import os
 import socket
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._utils.ids import random_hex
@@ -127,10 +127,20 @@ class Session:
 
     # ------------------------------------------------------------ the lease (one run at a time)
 
-    def acquire(self, agent_id: str, *, lease_s: float, cancel: threading.Event, on_lost: Any) -> Lease:
+    def acquire(
+        self,
+        agent_id: str,
+        *,
+        lease_s: float,
+        cancel: threading.Event,
+        on_lost: Callable[[bool], None],
+        handover: bool = False,
+    ) -> Lease:
         """Hold the session for a run, first stopping the run that holds it (wherever it runs).
 
-        Waits until that run has ended, or its holder's lease lapsed (a dead process).
+        Waits until that run has ended, or its holder's lease lapsed (a dead process). `on_lost`
+        cancels this run when another asks it to stop; `handover` (this run is a resume) asks
+        the run it stops to leave the calls it never started for this one.
 
         Raises:
             AgentError: kind "aborted" when `cancel` is set while waiting.
@@ -148,7 +158,7 @@ class Session:
                 keeper(store).hold(lease)
                 return lease
             if got.generation != asked:
-                store._request_stop(self.id, got.generation)
+                store._request_stop(self.id, got.generation, handover)
                 asked = got.generation
             if cancel.wait(min(WAIT_POLL_S, max(got.remaining_s, 0.001))):
                 raise AgentError("the send was superseded or stopped before it started", kind="aborted")

@@ -50,6 +50,7 @@ def durable_schema(real: str, bigint: str, serial: str) -> tuple[str, ...]:
         "CREATE TABLE IF NOT EXISTS agentcore_runs (session TEXT PRIMARY KEY, "
         f"owner TEXT NOT NULL DEFAULT '', generation {bigint} NOT NULL DEFAULT 0, "
         f"expires_at {real} NOT NULL DEFAULT 0, stop_generation {bigint} NOT NULL DEFAULT 0, "
+        "stop_handover INTEGER NOT NULL DEFAULT 0, "
         f"event_seq {bigint} NOT NULL DEFAULT 0, run_seq {bigint} NOT NULL DEFAULT 1)",
         "CREATE TABLE IF NOT EXISTS agentcore_calls (session TEXT NOT NULL, call_id TEXT NOT NULL, "
         "tool_name TEXT NOT NULL, input_hash TEXT NOT NULL, state TEXT NOT NULL, input TEXT, reason TEXT, "
@@ -271,7 +272,7 @@ class SQLStore(TextStore):
             db.execute("DELETE FROM agentcore_events WHERE session = ? AND seq < ?", (id, int(row[5])))
             db.execute(
                 f"UPDATE agentcore_runs SET owner = ?, generation = generation + 1, expires_at = {now} + ?, "
-                "stop_generation = 0, run_seq = event_seq + 1 WHERE session = ?",
+                "stop_generation = 0, stop_handover = 0, run_seq = event_seq + 1 WHERE session = ?",
                 (owner, float(lease_s), id),
             )
             length = db.execute("SELECT length FROM agentcore_sessions WHERE id = ?", (id,)).fetchone()
@@ -288,36 +289,45 @@ class SQLStore(TextStore):
             return Holder("", 0, 0.0, 0)
         return Holder(str(row[0]), int(row[1]), float(row[2]), int(row[3]))
 
-    def _request_stop(self, id: str, generation: int) -> None:
-        """Ask the run of `generation` to stop (its keeper hears it at its next poll)."""
+    def _request_stop(self, id: str, generation: int, handover: bool = False) -> None:
+        """Ask the run of `generation` to stop (its keeper hears it at its next poll).
+
+        `handover`: a resume takes over, so the stopped run leaves the calls it never started
+        open for it, instead of answering them as interrupted.
+        """
         with self._db(write=True) as db:
             db.execute(
-                "UPDATE agentcore_runs SET stop_generation = ? "
+                "UPDATE agentcore_runs SET stop_generation = ?, stop_handover = ? "
                 "WHERE session = ? AND generation = ? AND owner <> ''",
-                (generation, id, generation),
+                (generation, int(handover), id, generation),
             )
 
-    def _poll_leases(self, held: Sequence[tuple[str, str, int]]) -> set[tuple[str, int]]:
-        """Of the leases `(session, owner, generation)` held here: those asked to stop, or lost."""
+    def _poll_leases(self, held: Sequence[tuple[str, str, int]]) -> dict[tuple[str, int], bool]:
+        """Of the leases `(session, owner, generation)` held here: those asked to stop, or lost.
+
+        Each maps to whether the stop is a handover to a resume (see `_request_stop`).
+        """
         if not held:
-            return set()
+            return {}
         ids = sorted({session for session, _, _ in held})
-        current: dict[str, tuple[str, int, int]] = {}
+        current: dict[str, tuple[str, int, int, int]] = {}
         with self._db(write=False) as db:
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
                 marks = ", ".join("?" * len(chunk))
                 rows = db.execute(
-                    "SELECT session, owner, generation, stop_generation FROM agentcore_runs "
+                    "SELECT session, owner, generation, stop_generation, stop_handover FROM agentcore_runs "
                     f"WHERE session IN ({marks})",
                     tuple(chunk),
                 ).fetchall()
-                current.update((str(r[0]), (str(r[1]), int(r[2]), int(r[3]))) for r in rows)
-        ended = set()
+                current.update((str(r[0]), (str(r[1]), int(r[2]), int(r[3]), int(r[4]))) for r in rows)
+        ended = {}
         for session, owner, generation in held:
             now = current.get(session)
-            if now is None or now[0] != owner or now[1] != generation or now[2] == generation:
-                ended.add((session, generation))
+            if now is None or now[0] != owner or now[1] != generation:
+                ended[session, generation] = False
+            elif now[2] == generation:
+                ended[session, generation] = bool(now[3])
         return ended
 
     def _renew_leases(self, held: Sequence[tuple[str, str, int, float]]) -> None:

@@ -29,11 +29,17 @@ def mark(text: str) -> None:
     os.write(1, (text + "\n").encode())
 
 
-def effect(name: str, call_id: str) -> None:
+def effect(name: str, call_id: str, tag: str = "") -> None:
+    """Record a start; a tag "hang-once" then hangs, the first time only (a test kills it there)."""
     path = os.environ.get("AGENTCORE_EFFECTS")
-    if path:
-        with open(path, "a") as file:
-            file.write(f"{name} {call_id}\n")
+    if not path:
+        return
+    first = not os.path.exists(path) or f" {call_id}\n" not in Path(path).read_text()
+    with open(path, "a") as file:
+        file.write(f"{name} {call_id}\n")
+    if tag == "hang-once" and first:
+        mark("hanging")
+        time.sleep(600)
 
 
 def memory_tools() -> list[Any]:
@@ -47,7 +53,7 @@ def memory_tools() -> list[Any]:
             tag: anything.
         """
         mark("tool")
-        effect("mem_effect", ctx.tool_call_id)
+        effect("mem_effect", ctx.tool_call_id, tag)
         time.sleep(0.02)
         return f"mem {tag}"
 
@@ -59,7 +65,7 @@ def memory_tools() -> list[Any]:
             tag: anything.
         """
         mark("tool")
-        effect("safe_effect", ctx.tool_call_id)
+        effect("safe_effect", ctx.tool_call_id, tag)
         time.sleep(0.02)
         return f"safe {tag}"
 
@@ -71,7 +77,7 @@ def memory_tools() -> list[Any]:
             tag: anything.
         """
         mark("tool")
-        effect("approve_me", ctx.tool_call_id)
+        effect("approve_me", ctx.tool_call_id, tag)
         time.sleep(0.02)
         return f"approved {tag}"
 
@@ -125,6 +131,12 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
             value = getattr(store, action)(job["session"], *([job["message"]] if "message" in job else []))
             return {"value": value, "at": started, "done": time.time()}
         agent = make_agent(job, store)
+        if job.get("events"):
+            agent.subscribe(lambda event: mark("event " + json.dumps(event)))
+        if job.get("wait"):
+            # A barrier: the test releases several processes at once with one line each.
+            print("ready", flush=True)
+            sys.stdin.readline()
         try:
             if action == "pending":
                 return {"pending": agent.pending(), "history": len(agent.history)}

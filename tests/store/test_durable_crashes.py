@@ -1,12 +1,12 @@
 """The crash matrix: SIGKILL an agent at random moments of a durable run, then resume it elsewhere.
 
 API.md §Durable sessions, "Call journal". Each trial is a fresh session. A forked child runs a
-three-round task — round 1 calls a memory tool, a file tool (in a tool process) and a
-`replay: "safe"` memory tool (in parallel, or one at a time in half the runs); round 2 a `needs_approval` tool (deferred: the run ends with
-"approval"; the child then approves it and resumes) and the memory tool again; round 3 answers —
-and is killed with SIGKILL after a random progress marker plus a random few milliseconds, or at
-a random instant. Every tool start is a line in an effects file. Then `resume()` in a new
-process (approving what waits) must leave:
+three-round task: round 1 calls a memory tool, a file tool (in a tool process) and a
+`replay: "safe"` memory tool (in parallel, or one at a time in half the runs); round 2 a
+`needs_approval` tool (deferred: the run ends with "approval"; the child then approves it and
+resumes) and the memory tool again; round 3 answers. The child is killed with SIGKILL after a
+random progress marker plus a random few milliseconds, or at a random instant. Every tool start
+is a line in an effects file. Then `resume()` in a new process (approving what waits) must leave:
 
 - a valid history: every call with exactly one result;
 - every entry committed before the kill, unchanged (a prefix);
@@ -16,7 +16,7 @@ process (approving what waits) must leave:
   started and replayable → ran again; waiting or approved → ran once.
 
 The kill moments vary from run to run; none of the verdicts depends on them. The counts of
-phases hit are printed (pytest -s) for the report.
+phases hit and of open calls by journal state are printed (pytest -s) for the report.
 """
 
 from __future__ import annotations

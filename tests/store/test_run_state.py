@@ -7,10 +7,7 @@ The second processes are real (`run_state_workers.py`), each with its own connec
 from __future__ import annotations
 
 import json
-import os
-import queue
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -19,68 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from children import Child
 from store_workers import Spec, open_store
 
 from agentcore import AgentError
 from agentcore.store.journal import INPUT_CHANGED, MemoryJournal, input_hash
 
 WORKERS = Path(__file__).with_name("run_state_workers.py")
-ROOT = Path(__file__).resolve().parents[2]
 LONG_S = 60.0  # bounds that only a hang reaches
 
 
-def child_env() -> dict[str, str]:
-    path = os.pathsep.join(p for p in (str(ROOT), str(WORKERS.parent), os.environ.get("PYTHONPATH", "")) if p)
-    return {**os.environ, "PYTHONPATH": path}
-
-
-class Child:
-    """A worker process whose stdout lines are read by a thread, so a test waits with a bound."""
-
-    def __init__(self, command: str, args: dict[str, Any]) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, str(WORKERS), command, json.dumps(args)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=child_env(),
-        )
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for text in self.process.stdout:
-            self.lines.put(text.strip())
-        self.lines.put(None)
-
-    def line(self, timeout: float = LONG_S) -> str:
-        """The next line; a failure (not a hang) when none comes within `timeout`."""
-        try:
-            text = self.lines.get(timeout=timeout)
-        except queue.Empty:
-            raise AssertionError(f"no line from the child within {timeout} s") from None
-        assert text is not None, f"the child ended early (status {self.process.poll()})"
-        return text
-
-    def write(self, text: str) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(text + "\n")
-        self.process.stdin.flush()
-
-    def finish(self) -> None:
-        process = self.process
-        if process.poll() is None and process.stdin is not None:
-            process.stdin.close()
-        try:
-            process.wait(timeout=LONG_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 def start(command: str, args: dict[str, Any]) -> Child:
-    return Child(command, args)
+    return Child([sys.executable, str(WORKERS), command, json.dumps(args)])
 
 
 def line(child: Child) -> str:
