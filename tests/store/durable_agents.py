@@ -145,6 +145,8 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
                 return {"decided": job["call"]}
             if action == "recover":
                 return recover(agent)
+            if action == "sends":
+                return sends(agent, job)
             if action == "task":
                 # A whole task: send, then approve what waits and resume (the crash matrix's run).
                 first = agent.send(job["input"])
@@ -162,6 +164,19 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
             agent.close()
     finally:
         store.close()
+
+
+def sends(agent: Any, job: dict[str, Any]) -> dict[str, Any]:
+    """`count` sends one after another: how each ended (a reason, or an error kind)."""
+    from agentcore import AgentError
+
+    outcomes = []
+    for n in range(job["count"]):
+        try:
+            outcomes.append(agent.send(f"{job['name']} {n}").reason)
+        except AgentError as error:
+            outcomes.append(error.kind)
+    return {"outcomes": outcomes}
 
 
 def recover(agent: Any) -> dict[str, Any]:
