@@ -28,8 +28,8 @@ from .hooks import HookFailed, Hooks
 from .protocols.base import ToolCall
 from .store.journal import INPUT_CHANGED, NO_DECISION, CallRecord, Journal, input_hash
 from .tools.execute import check_call, run_checked
+from .tools.handlers import ToolSet
 from .tools.shape import denied_result, error_result, interrupted_result, shape, validate_block
-from .tools.toolset import ToolSet
 
 _PER_CALL_CALLBACKS = ("on_tool_call", "on_permission", "on_tool_output", "on_tool_result")
 

@@ -1,6 +1,7 @@
 """The history entries the library writes: stamped, and shaped the same wherever they are made.
 
 append_to(history, entry)        # stamps `id` and `created_at`, then appends
+write_input(history, entries, session)   # a run's first entries: all committed, or none written
 tool_message(calls, results)     # one tool message with every result in call order
 close_open_calls(history)        # interrupted results for calls a loaded history left open
 """
@@ -8,7 +9,7 @@ close_open_calls(history)        # interrupted results for calls a loaded histor
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._utils.ids import random_hex
 from .call_ids import open_calls
@@ -17,6 +18,9 @@ from .protocols.base import LLMResult, ToolCall, tool_call_part
 from .store.journal import NO_DECISION, CallRecord, Journal
 from .tools.shape import denied_result, interrupted_result
 from .usage import Usage
+
+if TYPE_CHECKING:
+    from .store import Session
 
 
 def close_open_calls(history: list[Message], journal: Journal | None = None) -> list[Message]:
@@ -48,6 +52,34 @@ def _closing_result(record: CallRecord | None) -> dict[str, Any]:
     if record is not None and record.state == "denied":
         return denied_result(record.reason)
     return interrupted_result()
+
+
+def write_input(
+    history: list[Message],
+    entries: list[Message],
+    session: Session | None,
+    journal: Journal | None = None,
+    *,
+    resume: bool = False,
+) -> list[Message]:
+    """Close open calls, append `entries`; with a session, commit all of it or write nothing.
+
+    A resume continues the open calls instead (loop.py). The caller has brought `history` up to
+    date with the session first (`Session.sync`, which also checks it). Returns what was
+    appended (the closing results first, when calls were left open).
+    """
+    start = len(history)
+    appended = [] if resume else close_open_calls(history, journal)
+    for entry in entries:
+        append_to(history, entry)
+        appended.append(entry)
+    if session is not None:
+        try:
+            session.commit(history)
+        except BaseException:
+            del history[start:]
+            raise
+    return appended
 
 
 def call_part(call: ToolCall) -> dict[str, Any]:

@@ -17,7 +17,8 @@ from . import config as _config
 from ._utils.capabilities import media_kind
 from .errors import AgentError
 from .hooks import check_hooks
-from .tools.toolset import ToolSet, load
+from .tools.handlers import ToolSet
+from .tools.toolset import load
 
 Message = dict[str, Any]
 _PART_TYPES = ("text", "image", "file")
@@ -161,9 +162,9 @@ def check_callbacks(callbacks: Any, *, config: bool = False) -> dict[str, Callab
 # ---------------------------------------------------------------- what a send writes back
 
 
-@dataclass
+@dataclass(frozen=True)
 class Overrides:
-    """What a send writes back to the agent once it is sure to run."""
+    """What a send writes back to the agent once it is sure to run (`Agent._apply`)."""
 
     config: Mapping[str, Any]
     history: list[Message] | None
@@ -171,18 +172,9 @@ class Overrides:
     callbacks: dict[str, Callable[..., Any]]
     hooks: Mapping[str, Callable[..., Any] | None]
 
-    def apply(self, agent: Any) -> None:
-        agent._config = _config.Config(self.config)
-        if self.history is not None:
-            agent.history = self.history
-        if self.tools is not None:
-            agent.tools = self.tools
-        _write_back(agent._callbacks, self.callbacks)
-        _write_back(agent._hooks, self.hooks)
 
-
-def _write_back(target: dict[str, Any], given: Mapping[str, Any]) -> None:
-    """`None` removes a name; anything else replaces it."""
+def write_back(target: dict[str, Any], given: Mapping[str, Any]) -> None:
+    """Callbacks or hooks given to a send, into the agent's: `None` removes a name, else it is replaced."""
     for name, value in given.items():
         if value is None:
             target.pop(name, None)

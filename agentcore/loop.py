@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import compact as _compact
-from . import tool_mode
 from ._utils import tokens as _tokens
 from ._utils.cancel import Signal
 from ._utils.memo import Memo, activated, copied
@@ -39,9 +38,10 @@ from .protocols.base import LLMResult, Request, ToolCall, tool_call_part
 from .queues import Queue, Queues
 from .result import SendResult
 from .store.journal import Journal
-from .tool_mode import as_text, effective_mode, from_text, is_refusal
+from .text_tools import mode as tool_mode
+from .text_tools.mode import as_text, effective_mode, from_text, refused_tools
+from .tools.handlers import ToolSet
 from .tools.shape import interrupted_result
-from .tools.toolset import ToolSet
 from .usage import Usage
 
 MAX_OVERFLOW_COMPACTIONS = 3
@@ -314,7 +314,7 @@ def _attempt(state: Run, reminder: bool, feedback: AgentError | None) -> tuple[L
     try:
         return _attempt_in(state, reminder, feedback, mode)
     except AgentError as error:
-        if mode == "native" and state.tools and is_refusal(error, state.config):
+        if mode == "native" and state.tools and refused_tools(error, state.config):
             return _attempt_in(state, reminder, feedback, "text")
         raise
 

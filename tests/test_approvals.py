@@ -6,16 +6,17 @@ the `approval_required` event. The cross-process half is tests/store/test_durabl
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import MakeAgent
 
-from agentcore import AgentError, tool
+from agentcore import Agent, AgentError, tool
 from agentcore.history import tool_calls_of, tool_results_of
 from agentcore.store.journal import input_hash
 from agentcore.testing import ModelServer
 
+MakeAgent = Callable[..., Agent]
 ran: list[str] = []
 
 

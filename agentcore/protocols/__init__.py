@@ -12,6 +12,7 @@ import importlib
 from typing import cast
 
 from ..errors import AgentError
+from ._common import encoded_body, kind_for_status
 from .base import Adapter
 
 PROTOCOLS = ("chat", "responses", "anthropic", "gemini")
@@ -38,4 +39,5 @@ def get(name: str) -> Adapter:
     return cast(Adapter, module.adapter)
 
 
-__all__ = ["PROTOCOLS", "get"]
+# For llm.py: the JSON text of a request body (reusing the run's earlier text), a status's kind.
+__all__ = ["PROTOCOLS", "encoded_body", "get", "kind_for_status"]

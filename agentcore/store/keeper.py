@@ -26,6 +26,30 @@ from typing import Any
 log = logging.getLogger("agentcore")
 
 TICK_S = 0.05
+# How often a waiting caller (a superseding send, `store.stop`) looks at the lease again.
+WAIT_POLL_S = 0.02
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """Who holds a session's lease: `owner` "" when nobody; `remaining_s` ≤ 0 once it lapsed."""
+
+    owner: str
+    generation: int
+    remaining_s: float
+    stop_generation: int
+
+    @property
+    def live(self) -> bool:
+        return bool(self.owner) and self.remaining_s > 0
+
+
+@dataclass(frozen=True, slots=True)
+class Acquired:
+    """A lease just taken: its generation (the fence), and the stored history length."""
+
+    generation: int
+    length: int
 
 
 @dataclass(eq=False)
@@ -36,7 +60,7 @@ class Lease:
     owner: str
     generation: int
     lease_s: float
-    # Cancels the run; its argument says whether a resume takes over (see SQLStore._request_stop).
+    # Cancels the run; its argument says whether a resume takes over (see SQLStore.request_stop).
     on_lost: Callable[[bool], None]
     # The stored history length when the lease was taken (the session brings history up to it).
     length: int = 0
@@ -104,7 +128,7 @@ class Keeper:
                 if not events:
                     continue
                 try:
-                    self.store._append_events(id, events)
+                    self.store.append_events(id, events)
                 except Exception:
                     log.warning(
                         "%d events of session %r could not be written", len(events), id, exc_info=True
@@ -151,7 +175,7 @@ class Keeper:
         if not leases:
             return
         try:
-            ended = self.store._poll_leases([(h.session_id, h.owner, h.generation) for h in leases])
+            ended = self.store.poll_leases([(h.session_id, h.owner, h.generation) for h in leases])
         except Exception:
             log.warning("the session leases could not be read; retrying", exc_info=True)
             ended = {}
@@ -164,31 +188,9 @@ class Keeper:
         if not due:
             return
         try:
-            self.store._renew_leases([(h.session_id, h.owner, h.generation, h.lease_s) for h in due])
+            self.store.renew_leases([(h.session_id, h.owner, h.generation, h.lease_s) for h in due])
         except Exception:
             log.warning("the session leases could not be renewed; retrying", exc_info=True)
             return
         for lease in due:
             lease.renewed_at = now
-
-
-_keepers_lock = threading.Lock()
-
-
-def keeper(store: Any) -> Keeper:
-    """The keeper of `store` (one per store object, made on first use)."""
-    found: Keeper | None = store.__dict__.get("_keeper")
-    if found is not None:
-        return found
-    with _keepers_lock:
-        found = store.__dict__.get("_keeper")
-        if found is None:
-            found = store.__dict__["_keeper"] = Keeper(store)
-        return found
-
-
-def close_keeper(store: Any) -> None:
-    """`store.close()`'s share: write buffered events, end the keeper's thread."""
-    found: Keeper | None = store.__dict__.get("_keeper")
-    if found is not None:
-        found.close()

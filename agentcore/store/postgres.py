@@ -18,8 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import AgentError
-from . import conflict_error
-from .keeper import close_keeper
+from .base import conflict_error
 from .sql import Fence, SQLStore, durable_schema
 
 INSTALL_HINT = "pip install 'agentcore[postgres]'"
@@ -109,14 +108,14 @@ class PostgresStore(SQLStore):
             with connection.transaction():
                 yield _Connection(connection)
 
-    def _load_texts(self, id: str) -> list[str]:
+    def load_texts(self, id: str) -> list[str]:
         with self._guard() as connection:
             rows = connection.execute(
                 "SELECT entry FROM agentcore_entries WHERE session = %s ORDER BY idx", (id,)
             ).fetchall()
             return [row[0] for row in rows]
 
-    def _append_texts(
+    def append_texts(
         self,
         id: str,
         texts: list[str],
@@ -180,10 +179,10 @@ class PostgresStore(SQLStore):
         with self._db(write=True) as db:
             db.execute("DELETE FROM agentcore_entries WHERE session = ?", (id,))
             db.execute("DELETE FROM agentcore_sessions WHERE id = ?", (id,))
-            self._delete_run_state(db, id)
+            self.delete_run_state(db, id)
 
     def close(self) -> None:
-        close_keeper(self)
+        self._close_keeper()
         with self._lock:
             self._drop_connection()
 

@@ -20,18 +20,67 @@ import os
 import socket
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .._utils.ids import random_hex
 from ..errors import AgentError
 from .journal import CallRecord, Outcome
-from .keeper import Lease, keeper
-
-if TYPE_CHECKING:
-    from . import TextStore
-    from .sql import SQLStore
+from .keeper import WAIT_POLL_S, Acquired, Holder, Keeper, Lease
 
 Message = dict[str, Any]
+Fence = tuple[str, int]
+
+
+class RowStore(Protocol):
+    """What a session asks of its store: the text rows (every store), the run state (store/sql.py)."""
+
+    def load_texts(self, id: str) -> list[str]: ...
+
+    def append_texts(
+        self,
+        id: str,
+        texts: list[str],
+        expected_length: int,
+        fence: Fence | None = None,
+        dequeue: tuple[int, ...] = (),
+    ) -> int: ...
+
+
+class RunStore(RowStore, Protocol):
+    """A store that keeps run state too (SQLiteStore, PostgresStore)."""
+
+    @property
+    def keeper(self) -> Keeper: ...
+
+    def acquire_lease(self, id: str, owner: str, lease_s: float) -> Acquired | Holder: ...
+
+    def request_stop(self, id: str, generation: int, handover: bool = False) -> None: ...
+
+    def release_lease(self, id: str, owner: str, generation: int) -> None: ...
+
+    def claim_call(
+        self, id: str, call_id: str, tool_name: str, hash: str, replay: bool, fence: Fence | None
+    ) -> tuple[Outcome, str | None]: ...
+
+    def defer_call(
+        self, id: str, call_id: str, tool_name: str, input: Any, hash: str, fence: Fence | None
+    ) -> None: ...
+
+    def call_records(self, id: str, call_ids: Sequence[str]) -> dict[str, CallRecord]: ...
+
+    def pending_calls(self, id: str) -> list[CallRecord]: ...
+
+    def decide_call(
+        self, id: str, call_id: str, allow: bool, reason: str | None, hash: str | None
+    ) -> None: ...
+
+    def close_calls(self, id: str, call_ids: Sequence[str], fence: Fence | None) -> None: ...
+
+    def queue_add(self, id: str, kind: str, text: str) -> None: ...
+
+    def queue_rows(self, id: str, kind: str | None = None) -> list[tuple[int, str, str]]: ...
+
+    def queue_remove(self, id: str, qids: Sequence[int]) -> list[tuple[int, str, str]]: ...
 
 
 class Session:
@@ -42,7 +91,7 @@ class Session:
     conflict). One session object serves one agent.
     """
 
-    def __init__(self, store: TextStore, id: str) -> None:
+    def __init__(self, store: RowStore, id: str) -> None:
         self.store = store
         self.id = id
         self._stored: list[str] = []
@@ -57,7 +106,7 @@ class Session:
 
     def load(self) -> list[Message]:
         """The stored history (a fresh list), remembered as the agent's starting point."""
-        self._stored = self.store._load_texts(self.id)
+        self._stored = self.store.load_texts(self.id)
         return [json.loads(text) for text in self._stored]
 
     def check(self, history: Sequence[Message]) -> None:
@@ -87,7 +136,7 @@ class Session:
         lease = self._lease
         if lease is not None and lease.length == len(self._stored):
             return
-        texts = self.store._load_texts(self.id)
+        texts = self.store.load_texts(self.id)
         known = len(self._stored)
         if texts[:known] != self._stored:
             raise AgentError(
@@ -120,7 +169,7 @@ class Session:
         texts = encode(new, start=len(self._stored))
         fence = self._lease.fence if self._lease is not None else None
         dequeue = tuple(self._taken[id(e)] for e in new if id(e) in self._taken)
-        self.store._append_texts(self.id, texts, len(self._stored), fence, dequeue)
+        self.store.append_texts(self.id, texts, len(self._stored), fence, dequeue)
         self._stored.extend(texts)
         for entry in new:
             self._taken.pop(id(entry), None)
@@ -145,20 +194,18 @@ class Session:
         Raises:
             AgentError: kind "aborted" when `cancel` is set while waiting.
         """
-        from .sql import WAIT_POLL_S, Acquired
-
         store = self._durable()
         owner = f"{socket.gethostname()}/{os.getpid()}/{agent_id[:12]}/{random_hex()[:8]}"
         asked = -1
         while True:
-            got = store._acquire_lease(self.id, owner, lease_s)
+            got = store.acquire_lease(self.id, owner, lease_s)
             if isinstance(got, Acquired):
                 lease = Lease(self.id, owner, got.generation, lease_s, on_lost, got.length)
                 self._lease = lease
-                keeper(store).hold(lease)
+                store.keeper.hold(lease)
                 return lease
             if got.generation != asked:
-                store._request_stop(self.id, got.generation, handover)
+                store.request_stop(self.id, got.generation, handover)
                 asked = got.generation
             if cancel.wait(min(WAIT_POLL_S, max(got.remaining_s, 0.001))):
                 raise AgentError("the send was superseded or stopped before it started", kind="aborted")
@@ -170,12 +217,12 @@ class Session:
         if lease is None:
             return
         store = self._durable()
-        holder = keeper(store)
+        holder = store.keeper
         holder.drop(lease)
         try:
             holder.flush(self.id)
         finally:
-            store._release_lease(self.id, lease.owner, lease.generation)
+            store.release_lease(self.id, lease.owner, lease.generation)
 
     @property
     def lease(self) -> Lease | None:
@@ -192,11 +239,11 @@ class Session:
 
     def record(self, event: dict[str, Any]) -> None:
         """An event of this session's run, for `store.watch` (buffered; written by the keeper)."""
-        keeper(self._durable()).record(self.id, event)
+        self._durable().keeper.record(self.id, event)
 
-    def _durable(self) -> SQLStore:
+    def _durable(self) -> RunStore:
         store = self.store
-        if not hasattr(store, "_acquire_lease"):
+        if not hasattr(store, "acquire_lease"):
             raise AgentError(
                 f"{type(store).__name__} keeps histories only: "
                 "durable runs need SQLiteStore or PostgresStore",
@@ -208,26 +255,26 @@ class Session:
 class SessionJournal:
     """A session's call journal (store/journal.py), in its store; `fence` is the run's lease."""
 
-    def __init__(self, store: SQLStore, id: str, fence: tuple[str, int] | None) -> None:
+    def __init__(self, store: RunStore, id: str, fence: Fence | None) -> None:
         self.store, self.id, self.fence = store, id, fence
 
     def claim(self, call_id: str, tool_name: str, hash: str, *, replay: bool) -> tuple[Outcome, str | None]:
-        return self.store._claim_call(self.id, call_id, tool_name, hash, replay, self.fence)
+        return self.store.claim_call(self.id, call_id, tool_name, hash, replay, self.fence)
 
     def defer(self, call_id: str, tool_name: str, input: Any, hash: str) -> None:
-        self.store._defer_call(self.id, call_id, tool_name, input, hash, self.fence)
+        self.store.defer_call(self.id, call_id, tool_name, input, hash, self.fence)
 
     def records(self, call_ids: Sequence[str]) -> dict[str, CallRecord]:
-        return self.store._call_records(self.id, call_ids)
+        return self.store.call_records(self.id, call_ids)
 
     def pending(self) -> list[CallRecord]:
-        return self.store._pending_calls(self.id)
+        return self.store.pending_calls(self.id)
 
     def decide(self, call_id: str, allow: bool, reason: str | None, hash: str | None) -> None:
-        self.store._decide_call(self.id, call_id, allow, reason, hash)
+        self.store.decide_call(self.id, call_id, allow, reason, hash)
 
     def close(self, call_ids: Sequence[str]) -> None:
-        self.store._close_calls(self.id, call_ids, self.fence)
+        self.store.close_calls(self.id, call_ids, self.fence)
 
     def settle(self, call_ids: Iterable[str]) -> None:
         """Nothing to forget: the rows are the record of what started."""
@@ -245,7 +292,7 @@ class StoreQueues:
         self.store = session._durable()
 
     def add(self, queue: str, entry: Message) -> None:
-        self.store._queue_add(self.session.id, queue, json.dumps(entry))
+        self.store.queue_add(self.session.id, queue, json.dumps(entry))
 
     def take(self, queue: str, mode: str) -> list[Message]:
         rows = self._waiting(queue)
@@ -272,11 +319,11 @@ class StoreQueues:
 
     def clear(self) -> dict[str, list[Message]]:
         rows = self._waiting(None)
-        return _shaped(self.store._queue_remove(self.session.id, [qid for qid, _, _ in rows]))
+        return _shaped(self.store.queue_remove(self.session.id, [qid for qid, _, _ in rows]))
 
     def _waiting(self, queue: str | None) -> list[tuple[int, str, str]]:
         taken = set(self.session._taken.values())
-        return [row for row in self.store._queue_rows(self.session.id, queue) if row[0] not in taken]
+        return [row for row in self.store.queue_rows(self.session.id, queue) if row[0] not in taken]
 
 
 def _shaped(rows: list[tuple[int, str, str]]) -> dict[str, list[Message]]:

@@ -29,19 +29,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from ..errors import AgentError
-from . import TextStore, _check_id
+from .base import TextStore, check_id
 from .journal import CallRecord, Outcome, check_decision, claim_step, decide_step
-
-# How often a waiting caller (a superseding send, `store.stop`) looks at the lease again.
-WAIT_POLL_S = 0.02
+from .keeper import WAIT_POLL_S, Acquired, Holder, Keeper
 
 Fence = tuple[str, int]  # (owner, generation) of the lease a write is made under
+_keepers_lock = threading.Lock()
 
 
 def durable_schema(real: str, bigint: str, serial: str) -> tuple[str, ...]:
@@ -63,28 +62,6 @@ def durable_schema(real: str, bigint: str, serial: str) -> tuple[str, ...]:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Holder:
-    """Who holds a session's lease: `owner` "" when nobody; `remaining_s` ≤ 0 once it lapsed."""
-
-    owner: str
-    generation: int
-    remaining_s: float
-    stop_generation: int
-
-    @property
-    def live(self) -> bool:
-        return bool(self.owner) and self.remaining_s > 0
-
-
-@dataclass(frozen=True, slots=True)
-class Acquired:
-    """A lease just taken: its generation (the fence), and the stored history length."""
-
-    generation: int
-    length: int
-
-
 class SQLStore(TextStore):
     """The run-state half of SQLiteStore and PostgresStore (see the module docstring)."""
 
@@ -94,6 +71,21 @@ class SQLStore(TextStore):
 
     def _db(self, write: bool) -> contextlib.AbstractContextManager[Any]:
         raise NotImplementedError
+
+    @property
+    def keeper(self) -> Keeper:
+        """This store object's keeper in this process (keeper.py), made on first use."""
+        with _keepers_lock:
+            found: Keeper | None = getattr(self, "_keeper", None)
+            if found is None:
+                found = self._keeper = Keeper(self)
+            return found
+
+    def _close_keeper(self) -> None:
+        """`close()`'s share: write what is buffered, end the keeper's thread."""
+        found: Keeper | None = getattr(self, "_keeper", None)
+        if found is not None:
+            found.close()
 
     def _check_fence(self, db: Any, id: str, fence: Fence | None) -> None:
         """Raise `aborted` when the lease `fence` names is no longer held: the run was superseded.
@@ -119,14 +111,14 @@ class SQLStore(TextStore):
         Raises:
             TimeoutError: `timeout` seconds passed first (the request stays: the run still stops).
         """
-        id = _check_id(session_id)
-        holder = self._lease_state(id)
+        id = check_id(session_id)
+        holder = self.lease_state(id)
         if not holder.live:
             return False
-        self._request_stop(id, holder.generation)
+        self.request_stop(id, holder.generation)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            now = self._lease_state(id)
+            now = self.lease_state(id)
             if not now.live or now.generation != holder.generation:
                 return True
             if deadline is not None and time.monotonic() >= deadline:
@@ -135,11 +127,11 @@ class SQLStore(TextStore):
 
     def steer(self, session_id: str, message: Any) -> None:
         """Queue a steer message durably; the process running the session delivers it (§Steering)."""
-        self._queue_add(_check_id(session_id), "steer", _queued_text(message))
+        self.queue_add(check_id(session_id), "steer", _queued_text(message))
 
     def follow_up(self, session_id: str, message: Any) -> None:
         """Queue a follow-up message durably, delivered when the session's run would end."""
-        self._queue_add(_check_id(session_id), "follow_up", _queued_text(message))
+        self.queue_add(check_id(session_id), "follow_up", _queued_text(message))
 
     def watch(self, session_id: str, *, after: int | None = None, timeout: float | None = None) -> Any:
         """The events of the session's runs, from now (or after `seq == after`), as they are written.
@@ -149,17 +141,17 @@ class SQLStore(TextStore):
         """
         from .watch import Watch
 
-        id = _check_id(session_id)
+        id = check_id(session_id)
         if after is not None and (isinstance(after, bool) or not isinstance(after, int)):
             raise AgentError(f"after must be an int seq or None, got {after!r}", kind="request")
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)):
             raise AgentError(f"timeout must be a number of seconds or None, got {timeout!r}", kind="request")
-        start = after if after is not None else self._events_last(id)
+        start = after if after is not None else self.last_seq(id)
         return Watch(self, id, start, timeout)
 
     # ------------------------------------------------------------ the call journal
 
-    def _claim_call(
+    def claim_call(
         self, id: str, call_id: str, tool_name: str, hash: str, replay: bool, fence: Fence | None
     ) -> tuple[Outcome, str | None]:
         with self._db(write=True) as db:
@@ -188,7 +180,7 @@ class SQLStore(TextStore):
                 # only: SQLite's write lock serialises the whole transaction): read it again.
             raise AgentError(f"tool call {call_id!r}: the journal row keeps changing", kind="unknown")
 
-    def _defer_call(
+    def defer_call(
         self, id: str, call_id: str, tool_name: str, input: Any, hash: str, fence: Fence | None
     ) -> None:
         with self._db(write=True) as db:
@@ -200,7 +192,7 @@ class SQLStore(TextStore):
                 (id, call_id, tool_name, hash, json.dumps(input)),
             )
 
-    def _call_records(self, id: str, call_ids: Sequence[str]) -> dict[str, CallRecord]:
+    def call_records(self, id: str, call_ids: Sequence[str]) -> dict[str, CallRecord]:
         found: dict[str, CallRecord] = {}
         with self._db(write=False) as db:
             for start in range(0, len(call_ids), 500):
@@ -214,7 +206,7 @@ class SQLStore(TextStore):
                 found.update((row[0], _record_of(row)) for row in rows)
         return found
 
-    def _pending_calls(self, id: str) -> list[CallRecord]:
+    def pending_calls(self, id: str) -> list[CallRecord]:
         with self._db(write=False) as db:
             rows = db.execute(
                 f"SELECT {_RECORD_COLUMNS} FROM agentcore_calls WHERE session = ? AND state = 'pending' "
@@ -223,7 +215,7 @@ class SQLStore(TextStore):
             ).fetchall()
         return [_record_of(row) for row in rows]
 
-    def _decide_call(self, id: str, call_id: str, allow: bool, reason: str | None, hash: str | None) -> None:
+    def decide_call(self, id: str, call_id: str, allow: bool, reason: str | None, hash: str | None) -> None:
         check_decision(call_id, allow, reason, hash)
         with self._db(write=True) as db:
             decide_step(_record(db, id, call_id, self._FOR_UPDATE), call_id, hash)
@@ -233,7 +225,7 @@ class SQLStore(TextStore):
                 ("allowed" if allow else "denied", reason, id, call_id),
             )
 
-    def _close_calls(self, id: str, call_ids: Sequence[str], fence: Fence | None) -> None:
+    def close_calls(self, id: str, call_ids: Sequence[str], fence: Fence | None) -> None:
         """Calls a send moved on from: a decision taken later finds them closed."""
         if not call_ids:
             return
@@ -251,7 +243,7 @@ class SQLStore(TextStore):
 
     # ------------------------------------------------------------ the lease
 
-    def _acquire_lease(self, id: str, owner: str, lease_s: float) -> Acquired | Holder:
+    def acquire_lease(self, id: str, owner: str, lease_s: float) -> Acquired | Holder:
         """Take the session if nobody holds it (or the holder's lease lapsed); else say who holds it.
 
         Taking it starts a new run: the events of runs before the previous one are dropped.
@@ -278,7 +270,7 @@ class SQLStore(TextStore):
             length = db.execute("SELECT length FROM agentcore_sessions WHERE id = ?", (id,)).fetchone()
             return Acquired(holder.generation + 1, int(length[0]) if length else 0)
 
-    def _lease_state(self, id: str) -> Holder:
+    def lease_state(self, id: str) -> Holder:
         with self._db(write=False) as db:
             row = db.execute(
                 f"SELECT owner, generation, expires_at - {self._NOW}, stop_generation "
@@ -289,7 +281,7 @@ class SQLStore(TextStore):
             return Holder("", 0, 0.0, 0)
         return Holder(str(row[0]), int(row[1]), float(row[2]), int(row[3]))
 
-    def _request_stop(self, id: str, generation: int, handover: bool = False) -> None:
+    def request_stop(self, id: str, generation: int, handover: bool = False) -> None:
         """Ask the run of `generation` to stop (its keeper hears it at its next poll).
 
         `handover`: a resume takes over, so the stopped run leaves the calls it never started
@@ -302,10 +294,10 @@ class SQLStore(TextStore):
                 (generation, int(handover), id, generation),
             )
 
-    def _poll_leases(self, held: Sequence[tuple[str, str, int]]) -> dict[tuple[str, int], bool]:
+    def poll_leases(self, held: Sequence[tuple[str, str, int]]) -> dict[tuple[str, int], bool]:
         """Of the leases `(session, owner, generation)` held here: those asked to stop, or lost.
 
-        Each maps to whether the stop is a handover to a resume (see `_request_stop`).
+        Each maps to whether the stop is a handover to a resume (see `request_stop`).
         """
         if not held:
             return {}
@@ -330,7 +322,7 @@ class SQLStore(TextStore):
                 ended[session, generation] = bool(now[3])
         return ended
 
-    def _renew_leases(self, held: Sequence[tuple[str, str, int, float]]) -> None:
+    def renew_leases(self, held: Sequence[tuple[str, str, int, float]]) -> None:
         """Push back the expiry of each `(session, owner, generation, lease_s)` still held."""
         if not held:
             return
@@ -342,7 +334,7 @@ class SQLStore(TextStore):
                     (float(lease_s), session, owner, generation),
                 )
 
-    def _release_lease(self, id: str, owner: str, generation: int) -> None:
+    def release_lease(self, id: str, owner: str, generation: int) -> None:
         with self._db(write=True) as db:
             db.execute(
                 "UPDATE agentcore_runs SET owner = '', expires_at = 0 "
@@ -352,13 +344,13 @@ class SQLStore(TextStore):
 
     # ------------------------------------------------------------ steer and follow-up queues
 
-    def _queue_add(self, id: str, kind: str, text: str) -> None:
+    def queue_add(self, id: str, kind: str, text: str) -> None:
         with self._db(write=True) as db:
             db.execute(
                 "INSERT INTO agentcore_queue (session, kind, entry) VALUES (?, ?, ?)", (id, kind, text)
             )
 
-    def _queue_rows(self, id: str, kind: str | None = None) -> list[tuple[int, str, str]]:
+    def queue_rows(self, id: str, kind: str | None = None) -> list[tuple[int, str, str]]:
         """`(qid, kind, entry text)` of the queued messages, oldest first."""
         with self._db(write=False) as db:
             if kind is None:
@@ -373,7 +365,7 @@ class SQLStore(TextStore):
                 ).fetchall()
         return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
 
-    def _queue_remove(self, id: str, qids: Sequence[int]) -> list[tuple[int, str, str]]:
+    def queue_remove(self, id: str, qids: Sequence[int]) -> list[tuple[int, str, str]]:
         """Remove queued messages; returns those that were still there (another process may race)."""
         if not qids:
             return []
@@ -390,10 +382,10 @@ class SQLStore(TextStore):
 
     # ------------------------------------------------------------ the event log
 
-    def _append_events(self, id: str, events: Sequence[dict[str, Any]]) -> int:
+    def append_events(self, id: str, events: Sequence[dict[str, Any]]) -> int:
         """Number `events` on from the session's counter and store them; returns the last seq."""
         if not events:
-            return self._events_last(id)
+            return self.last_seq(id)
         with self._db(write=True) as db:
             db.execute(
                 "INSERT INTO agentcore_runs (session) VALUES (?) ON CONFLICT (session) DO NOTHING", (id,)
@@ -410,7 +402,7 @@ class SQLStore(TextStore):
             )
         return last
 
-    def _events_after(self, id: str, seq: int, limit: int = 500) -> list[str]:
+    def events_after(self, id: str, seq: int, limit: int = 500) -> list[str]:
         with self._db(write=False) as db:
             rows = db.execute(
                 "SELECT event FROM agentcore_events WHERE session = ? AND seq > ? ORDER BY seq LIMIT ?",
@@ -418,12 +410,12 @@ class SQLStore(TextStore):
             ).fetchall()
         return [str(row[0]) for row in rows]
 
-    def _events_last(self, id: str) -> int:
+    def last_seq(self, id: str) -> int:
         with self._db(write=False) as db:
             row = db.execute("SELECT event_seq FROM agentcore_runs WHERE session = ?", (id,)).fetchone()
         return int(row[0]) if row else 0
 
-    def _delete_run_state(self, db: Any, id: str) -> None:
+    def delete_run_state(self, db: Any, id: str) -> None:
         """`delete(id)`'s share: the session's journal, lease, queues and events go with it."""
         for table in ("agentcore_calls", "agentcore_queue", "agentcore_events", "agentcore_runs"):
             db.execute(f"DELETE FROM {table} WHERE session = ?", (id,))

@@ -19,8 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import AgentError
-from . import conflict_error
-from .keeper import close_keeper
+from .base import conflict_error
 from .sql import Fence, SQLStore, durable_schema
 
 # How long a writer waits for another process's write lock before giving up with an error.
@@ -70,14 +69,14 @@ class SQLiteStore(SQLStore):
             with _write_transaction(connection):
                 yield connection
 
-    def _load_texts(self, id: str) -> list[str]:
+    def load_texts(self, id: str) -> list[str]:
         with self._guard():
             rows = self._connect().execute(
                 "SELECT entry FROM agentcore_entries WHERE session = ? ORDER BY idx", (id,)
             )
             return [row[0] for row in rows]
 
-    def _append_texts(
+    def append_texts(
         self,
         id: str,
         texts: list[str],
@@ -126,10 +125,10 @@ class SQLiteStore(SQLStore):
         with self._db(write=True) as connection:
             connection.execute("DELETE FROM agentcore_entries WHERE session = ?", (id,))
             connection.execute("DELETE FROM agentcore_sessions WHERE id = ?", (id,))
-            self._delete_run_state(connection, id)
+            self.delete_run_state(connection, id)
 
     def close(self) -> None:
-        close_keeper(self)
+        self._close_keeper()
         with self._lock:
             if self._connection is not None and self._pid == os.getpid():
                 self._connection.close()

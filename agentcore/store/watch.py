@@ -33,7 +33,7 @@ class Watch:
     def __iter__(self) -> Iterator[dict[str, Any]]:
         quiet_since = time.monotonic()
         while not self._closed.is_set():
-            texts = self._store._events_after(self.session_id, self.seq)
+            texts = self._store.events_after(self.session_id, self.seq)
             for text in texts:
                 if self._closed.is_set():
                     return

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentError
 from .decorator import durable_flags
-from .handlers import FileTool
-from .toolset import ToolSet
+from .handlers import FileTool, ToolSet
 
 if TYPE_CHECKING:
     from .runner import ToolPool

@@ -14,53 +14,22 @@ from __future__ import annotations
 import copy
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..errors import AgentError
 from .decorator import FunctionTool, durable_flags, is_timeout
-from .handlers import Handler, MemoryTool
+from .handlers import Handler, MemoryTool, ToolSet
 from .shape import NotJSON, to_json
+
+# ToolSet is defined with the handlers (tools/handlers.py) and named here too, where it is built.
+__all__ = ["ToolSet", "adopt", "load", "merge", "omit", "pick", "scan_folders"]
 
 EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
 # Tool fields that run the tool: kept in `handlers`, never sent to the model.
 _HANDLER_KEYS = frozenset({"execute", "timeout", "to_model_output"})
 _SCHEMA_KEYS = frozenset({"name", "description", "input_schema", "inputSchema"})
-
-
-@dataclass(frozen=True)
-class ToolSet:
-    """A named set of tools.
-
-    Attributes:
-        schema: name → `{"name", "description", "input_schema", "source": "memory" | "file",
-            ...extra keys of the tool}`; what the model is told.
-        handlers: name → `MemoryTool` | `FileTool`; what runs a call.
-    """
-
-    schema: Mapping[str, dict[str, Any]] = field(default_factory=dict)
-    handlers: Mapping[str, Handler] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        # Own copies, so that a new set never changes when another is built from it.
-        object.__setattr__(self, "schema", dict(self.schema))
-        object.__setattr__(self, "handlers", dict(self.handlers))
-        if set(self.schema) != set(self.handlers):
-            raise AgentError("a ToolSet needs the same names in schema and handlers", kind="config")
-
-    def __contains__(self, name: object) -> bool:
-        return name in self.handlers
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.schema)
-
-    def __len__(self) -> int:
-        return len(self.schema)
-
-    def __repr__(self) -> str:
-        return f"ToolSet({list(self.schema)!r})"
 
 
 def adopt(obj: Any) -> ToolSet:

@@ -27,7 +27,7 @@ def claim(args: dict[str, Any]) -> None:
     print("ready", flush=True)
     for line in sys.stdin:
         call_id = line.strip()
-        outcome, _ = store._claim_call(args["session"], call_id, "tool", args["hash"], False, None)
+        outcome, _ = store.claim_call(args["session"], call_id, "tool", args["hash"], False, None)
         print(outcome, flush=True)
     store.close()
 
@@ -37,7 +37,9 @@ def hold(args: dict[str, Any]) -> None:
     session = store.session(args["session"])
     session.load()
     lost = threading.Event()
-    lease = session.acquire("child", lease_s=args["lease_s"], cancel=threading.Event(), on_lost=lost.set)
+    lease = session.acquire(
+        "child", lease_s=args["lease_s"], cancel=threading.Event(), on_lost=lambda _handover: lost.set()
+    )
     print(f"held {lease.generation}", flush=True)
     lost.wait()
     print(f"lost {time.time()!r}", flush=True)

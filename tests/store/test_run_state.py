@@ -139,21 +139,19 @@ def test_two_processes_claiming_one_decided_call_at_once_start_it_once(store_spe
 def test_a_run_that_lost_its_lease_can_neither_start_a_call_nor_append(store: Any) -> None:
     first = store.session("fenced")
     first.load()
-    lease = first.acquire("a", lease_s=0.3, cancel=threading.Event(), on_lost=lambda: None)
+    lease = first.acquire("a", lease_s=0.3, cancel=threading.Event(), on_lost=lambda _handover: None)
     history: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
     first.commit(history)
     # The holder freezes past its lease (its keeper stops renewing), and another process takes over.
-    from agentcore.store.keeper import keeper
-
-    keeper(store).drop(lease)
+    store.keeper.drop(lease)
     deadline = time.monotonic() + LONG_S
-    while store._lease_state("fenced").live:
+    while store.lease_state("fenced").live:
         assert time.monotonic() < deadline
         time.sleep(0.05)
     other = open_store_like(store)
     second = other.session("fenced")
     second.load()
-    taken = second.acquire("b", lease_s=10, cancel=threading.Event(), on_lost=lambda: None)
+    taken = second.acquire("b", lease_s=10, cancel=threading.Event(), on_lost=lambda _handover: None)
     assert taken.generation == lease.generation + 1
     history.append({"role": "user", "content": "late"})
     with pytest.raises(AgentError) as appended:
@@ -189,13 +187,15 @@ def test_a_second_holder_stops_the_first_and_takes_over_once_it_released(
         generation = int(line(holder).split()[1])
         session = store.session("s")
         session.load()
-        taken = session.acquire("parent", lease_s=10.0, cancel=threading.Event(), on_lost=lambda: None)
+        taken = session.acquire(
+            "parent", lease_s=10.0, cancel=threading.Event(), on_lost=lambda _handover: None
+        )
         assert line(holder).startswith("lost ")
         assert line(holder) == "released"
         assert taken.generation == generation + 1
-        assert store._lease_state("s").owner.endswith(taken.owner[-8:])
+        assert store.lease_state("s").owner.endswith(taken.owner[-8:])
         session.release()
-        assert not store._lease_state("s").live
+        assert not store.lease_state("s").live
     finally:
         finish(holder)
 
@@ -204,7 +204,7 @@ def test_a_holder_killed_with_sigkill_is_replaced_once_its_lease_lapsed(store_sp
     holder = start("hold", {"spec": list(store_spec), "session": "k", "lease_s": 0.5, "keep": True})
     try:
         generation = int(line(holder).split()[1])
-        assert store._lease_state("k").live
+        assert store.lease_state("k").live
         holder.process.send_signal(signal.SIGKILL)
         holder.process.wait(timeout=LONG_S)
         session = store.session("k")
@@ -213,7 +213,7 @@ def test_a_holder_killed_with_sigkill_is_replaced_once_its_lease_lapsed(store_sp
         timer = threading.Timer(LONG_S, cancel.set)
         timer.start()
         try:
-            taken = session.acquire("heir", lease_s=10.0, cancel=cancel, on_lost=lambda: None)
+            taken = session.acquire("heir", lease_s=10.0, cancel=cancel, on_lost=lambda _handover: None)
         finally:
             timer.cancel()
         assert taken.generation == generation + 1
@@ -234,7 +234,7 @@ def test_store_stop_from_another_process_returns_once_the_run_has_ended(store_sp
         assert line(holder) == "released"
         assert json.loads(line(stopper))["stopped"] is True
         finish(stopper)
-        assert not store._lease_state("busy").live
+        assert not store.lease_state("busy").live
     finally:
         finish(holder)
 
@@ -242,7 +242,7 @@ def test_store_stop_from_another_process_returns_once_the_run_has_ended(store_sp
 def test_store_stop_with_a_timeout_raises_when_the_run_does_not_end(store: Any) -> None:
     session = store.session("stuck")
     session.load()
-    session.acquire("a", lease_s=10.0, cancel=threading.Event(), on_lost=lambda: None)
+    session.acquire("a", lease_s=10.0, cancel=threading.Event(), on_lost=lambda _handover: None)
     try:
         with pytest.raises(TimeoutError):
             store.stop("stuck", timeout=0.2)
@@ -253,7 +253,7 @@ def test_store_stop_with_a_timeout_raises_when_the_run_does_not_end(store: Any) 
 def test_the_keeper_thread_ends_when_nothing_is_held(store: Any) -> None:
     session = store.session("t")
     session.load()
-    session.acquire("a", lease_s=10.0, cancel=threading.Event(), on_lost=lambda: None)
+    session.acquire("a", lease_s=10.0, cancel=threading.Event(), on_lost=lambda _handover: None)
     assert any(t.name == "agentcore-store-keeper" for t in threading.enumerate())
     session.release()
     deadline = time.monotonic() + LONG_S
@@ -307,7 +307,7 @@ def test_a_queued_message_is_checked_before_it_is_queued(store: Any) -> None:
 def run_with_events(store: Any, session_id: str, events: list[dict[str, Any]]) -> None:
     session = store.session(session_id)
     session.load()
-    session.acquire("w", lease_s=10.0, cancel=threading.Event(), on_lost=lambda: None)
+    session.acquire("w", lease_s=10.0, cancel=threading.Event(), on_lost=lambda _handover: None)
     for event in events:
         session.record(event)
     session.release()
@@ -357,7 +357,7 @@ def test_the_events_of_the_current_and_the_previous_run_are_kept(store: Any) -> 
     # Starting the next run drops r1's (never the previous run's).
     session = store.session("keep")
     session.load()
-    session.acquire("x", lease_s=10.0, cancel=threading.Event(), on_lost=lambda: None)
+    session.acquire("x", lease_s=10.0, cancel=threading.Event(), on_lost=lambda _handover: None)
     session.release()
     assert {e["run_id"] for e in store.watch("keep", after=0, timeout=0.1)} == {"r3"}
 
@@ -370,4 +370,4 @@ def test_delete_removes_the_run_state_too(store: Any) -> None:
     assert store.session("gone").journal().pending() == []
     assert store.session("gone").queues().queued() == {"steer": [], "follow_up": []}
     assert list(store.watch("gone", after=0, timeout=0.1)) == []
-    assert not store._lease_state("gone").live
+    assert not store.lease_state("gone").live
