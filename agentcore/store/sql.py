@@ -20,9 +20,12 @@ a holder that froze past its lease and woke up can never write after its success
 Every method here is one transaction. The SQL is written once with `?` placeholders; a store
 supplies `_db(write)` (a connection, in a write transaction when asked: SQLite `BEGIN
 IMMEDIATE`, PostgreSQL `BEGIN` + `FOR UPDATE` row locks), `_NOW` (the database's clock, in
-epoch seconds: one clock for every machine that shares a PostgreSQL) and `_FOR_UPDATE`.
-Methods with a leading underscore are the package's internal interface (the session, the
-keeper, watch); the public ones are the contract (API.md §Durable sessions).
+epoch seconds: one clock for every machine that shares a PostgreSQL) and the lock clauses.
+
+Two faces: the contract (`stop`, `steer`, `follow_up`, `watch`; API.md §Durable sessions), and
+the run-state interface the session, the keeper and watch are built on (`claim_call` …
+`last_seq`, `store/session.RunStore` lists them) — public so that those modules need no private
+access, but not part of API.md: an application uses `Agent` and the contract.
 """
 
 from __future__ import annotations
