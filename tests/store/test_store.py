@@ -15,7 +15,7 @@ import pytest
 from store_workers import Spec, raw_texts
 
 from agentcore import Agent, AgentError, ToolContext, tool
-from agentcore.history import open_calls, user
+from agentcore.history import open_calls
 from agentcore.testing import ModelServer
 
 MakeStore = Callable[[], Any]
