@@ -107,6 +107,9 @@ def make_agent(job: dict[str, Any], store: Any) -> Any:
         "model": "m",
         "no_tool_rounds": 1,
         "retry_base_delay": 0.01,
+        # A job must end even when its model server is gone (a failed test closed it).
+        "retry_max_elapsed": 20.0,
+        "request_timeout": 30.0,
         "session_lease": job.get("lease", 0.5),
         **job.get("config", {}),
     }

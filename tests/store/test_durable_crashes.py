@@ -78,12 +78,14 @@ class Launcher:
             p for p in (str(ROOT), str(AGENTS.parent), os.environ.get("PYTHONPATH", "")) if p
         )
         env = {**os.environ, "PYTHONPATH": path, "AGENTCORE_EFFECTS": str(effects)}
+        # A session of its own: closing it ends its forked jobs too (`close`), whatever they do.
         self.process = subprocess.Popen(
             [sys.executable, str(AGENTS), "launcher", "{}"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
             env=env,
+            start_new_session=True,
         )
         self.lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -122,7 +124,11 @@ class Launcher:
     def close(self) -> None:
         if self.process.stdin is not None:
             self.process.stdin.close()
-        self.process.wait(timeout=LONG_S)
+        try:
+            self.process.wait(timeout=LONG_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
 
 
 @pytest.fixture
