@@ -361,11 +361,11 @@ class Agent:
         sinks: Sequence[Listener] = (),
         run_id: str | None = None,
         resume: bool = False,
-    ) -> tuple[Running, _loop.Run]:
+    ) -> tuple[Running, _loop.RunState]:
         """Supersede the running task (here, and the session's run elsewhere), then write the input
         and apply overrides — unless superseded first."""
 
-        def admit(running: Running, superseding: bool) -> _loop.Run:
+        def admit(running: Running, superseding: bool) -> _loop.RunState:
             hold = running.hold
             appended = self._write_first(
                 overrides, message, hold, deliver=deliver, superseding=superseding, resume=resume
@@ -404,7 +404,7 @@ class Agent:
         Steers follow the input, or precede it when superseding (they were meant for the old run);
         a resume that continues open calls delivers them after their results (loop.py).
         """
-        from .entries import write_input
+        from .history import write_input
 
         history = overrides.history if overrides.history is not None else self.history
         hold.sync(history)
@@ -431,7 +431,7 @@ class Agent:
         sinks: Sequence[Listener],
         run_id: str | None,
         resume: bool,
-    ) -> _loop.Run:
+    ) -> _loop.RunState:
         """What the loop needs for the run `running` (its named points: `events`)."""
         from . import loop as _loop
 
@@ -445,7 +445,7 @@ class Agent:
             config=self._config,
         )
         session, history = self.session, self.history
-        return _loop.Run(
+        return _loop.RunState(
             agent_id=self.id,
             history=history,
             config=self._config,

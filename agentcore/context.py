@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._utils import tokens as _tokens
-from .call_ids import paired, used_ids
-from .history import Message, tool_calls_of, tool_results_of, turns
+from .call_ids import used_ids
+from .history import Message, paired, tool_calls_of, tool_results_of, turns
 
 CONTINUE_PROMPT = "Continue the task from where the summary in the system prompt leaves off."
 HEAD_TURNS, HEAD_SHARE = 3, 0.2

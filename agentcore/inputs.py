@@ -16,6 +16,7 @@ from typing import Any
 from . import config as _config
 from ._utils.capabilities import media_kind
 from .errors import AgentError
+from .history import user
 from .hooks import check_hooks
 from .tools.handlers import ToolSet
 from .tools.toolset import load
@@ -44,7 +45,7 @@ def user_message(input: Any, config: Mapping[str, Any]) -> Message:
     if isinstance(input, str):
         if not input.strip():
             raise AgentError("the input is empty", kind="request")
-        return {"role": "user", "content": input}
+        return user(input)
     if not isinstance(input, list):
         raise AgentError(
             f"input must be a str or a list of content parts, got {type(input).__name__}", kind="request"
@@ -55,7 +56,7 @@ def user_message(input: Any, config: Mapping[str, Any]) -> Message:
         _check_part(index, part, config)
     if not any(p.get("type") != "text" or str(p.get("text", "")).strip() for p in input):
         raise AgentError("the input is empty (only blank text parts)", kind="request")
-    return {"role": "user", "content": [dict(p) for p in input]}
+    return user([dict(p) for p in input])
 
 
 def _check_part(index: int, part: Any, config: Mapping[str, Any]) -> None:

@@ -1,6 +1,6 @@
 """One run of the loop: context → model → tools → repeat, until a reason to stop.
 
-    result = run(Run(agent_id, history, config, tools, events, cancel))
+    result = run(RunState(agent_id, history, config, tools, events, cancel))
     result.reason   # "finished" | "no-tool" | "tool-stop" | "step-limit" | "ended" | "approval"
 
 Invariants, whatever happens (cancel at any instant, tool crash, model error mid-stream):
@@ -27,14 +27,13 @@ from .batch import Batch, failure_error
 from .call_ids import open_calls, unique_part, unique_reply, used_ids
 from .config import Config
 from .context import Context, Reuse, build, over_threshold
-from .entries import append_to, assistant_message, call_part, tool_message
 from .errors import AgentError
 from .events import Emitter
-from .history import Message
-from .history import compact as compact_message
+from .history import Message, append_to, assistant_message, call_part, compact_entry, cut_reply, tool_message
 from .hooks import HookFailed, Hooks
 from .llm import complete, tool_schemas
 from .protocols.base import LLMResult, Request, ToolCall, tool_call_part
+from .protocols.errors import context_limit
 from .queues import Queue, Queues
 from .result import SendResult
 from .store.journal import Journal
@@ -48,8 +47,12 @@ MAX_OVERFLOW_COMPACTIONS = 3
 
 
 @dataclass
-class Run:
-    """Everything one run needs; the loop appends to `history` and nothing else."""
+class RunState:
+    """The state of one run: what it needs, and what it has done so far.
+
+    The loop appends to `history` and changes nothing else of the agent's. (The public handle
+    on a run, what `agent.stream` returns, is `events.Run`.)
+    """
 
     agent_id: str
     history: list[Message]
@@ -111,7 +114,7 @@ class _Partial:
 # ---------------------------------------------------------------- the loop
 
 
-def run(state: Run) -> SendResult:
+def run(state: RunState) -> SendResult:
     """Run rounds until a reason to stop. Raises AgentError (aborted when cancelled)."""
     state.events.agent_start()
     try:
@@ -128,7 +131,7 @@ def run(state: Run) -> SendResult:
     return result
 
 
-def _rounds(state: Run) -> SendResult:
+def _rounds(state: RunState) -> SendResult:
     config = state.config
     no_tool_rounds = config["no_tool_rounds"]
     max_steps = config["max_steps"]
@@ -179,7 +182,9 @@ def _payloads(calls: list[ToolCall], results: list[dict[str, Any]]) -> list[dict
     ]
 
 
-def _end_turn(state: Run, result: LLMResult, message: Message, results: list[dict[str, Any]]) -> str | None:
+def _end_turn(
+    state: RunState, result: LLMResult, message: Message, results: list[dict[str, Any]]
+) -> str | None:
     """The round's history is written: the `finish_turn` hook decides, then `turn_end` is announced."""
     payloads = _payloads(result.tool_calls, results)
     decision = None
@@ -191,13 +196,13 @@ def _end_turn(state: Run, result: LLMResult, message: Message, results: list[dic
     return decision
 
 
-def _announce_start(state: Run) -> None:
+def _announce_start(state: RunState) -> None:
     pending, state.unannounced = state.unannounced, []
     for entry in pending:
         state.events.message(entry)
 
 
-def _deliver(state: Run, queue: Queue, mode: str | None = None) -> bool:
+def _deliver(state: RunState, queue: Queue, mode: str | None = None) -> bool:
     """Append what this delivery point takes from `queue`; True if anything was delivered."""
     if state.queues is None:
         return False
@@ -208,12 +213,12 @@ def _deliver(state: Run, queue: Queue, mode: str | None = None) -> bool:
     return bool(taken)
 
 
-def _deliver_at_end(state: Run) -> bool:
+def _deliver_at_end(state: RunState) -> bool:
     """The run would end finished / no-tool: queued steers, else follow-ups, make it go on."""
     return _deliver(state, "steer") or _deliver(state, "follow_up")
 
 
-def _needs_reminder(state: Run, skipped: int) -> bool:
+def _needs_reminder(state: RunState, skipped: int) -> bool:
     rounds = state.config["no_tool_rounds"]
     prompt = state.config["no_tool_prompt"]
     if not state.tools or not prompt or math.isinf(rounds) or rounds <= 1:
@@ -222,7 +227,7 @@ def _needs_reminder(state: Run, skipped: int) -> bool:
 
 
 def _finish(
-    state: Run,
+    state: RunState,
     result: LLMResult,
     reason: str,
     output: Any = None,
@@ -237,7 +242,7 @@ _NO_OUTPUT = object()
 # ---------------------------------------------------------------- one model round
 
 
-def _model_round(state: Run, *, reminder: bool) -> tuple[LLMResult, Any]:
+def _model_round(state: RunState, *, reminder: bool) -> tuple[LLMResult, Any]:
     """One model reply for this round: compacting first when over budget.
 
     An invalid structured-output reply is asked again at once, up to `output_retries` times,
@@ -263,7 +268,7 @@ def _model_round(state: Run, *, reminder: bool) -> tuple[LLMResult, Any]:
         state.events.retry({"attempt": retries, "error": feedback, "delay": 0.0})
 
 
-def _model_reply(state: Run, reminder: bool, feedback: AgentError | None) -> tuple[LLMResult, Any]:
+def _model_reply(state: RunState, reminder: bool, feedback: AgentError | None) -> tuple[LLMResult, Any]:
     """One reply, retried with backoff on failures, resent after compacting on an overflow."""
     policy = RetryPolicy.from_config(state.config)
     first_overflow: AgentError | None = None
@@ -283,6 +288,8 @@ def _model_reply(state: Run, reminder: bool, feedback: AgentError | None) -> tup
             if not error.overflow:
                 raise
             first_overflow = first_overflow or error
+            # The context size the server named caps every later budget of this model.
+            _tokens.limits.learn(_ratio_key(state.config), context_limit(error))
             if compactions >= MAX_OVERFLOW_COMPACTIONS:
                 raise first_overflow from None
             compactions += 1
@@ -304,7 +311,7 @@ def _output_feedback(error: AgentError) -> Message:
     return {"role": "user", "content": text}
 
 
-def _attempt(state: Run, reminder: bool, feedback: AgentError | None) -> tuple[LLMResult, Any]:
+def _attempt(state: RunState, reminder: bool, feedback: AgentError | None) -> tuple[LLMResult, Any]:
     """One HTTP attempt; a structured-output reply that does not validate fails it (and is retried).
 
     In tool_mode "auto", a server that refuses the tools field is answered at once by the same
@@ -319,7 +326,9 @@ def _attempt(state: Run, reminder: bool, feedback: AgentError | None) -> tuple[L
         raise
 
 
-def _attempt_in(state: Run, reminder: bool, feedback: AgentError | None, mode: str) -> tuple[LLMResult, Any]:
+def _attempt_in(
+    state: RunState, reminder: bool, feedback: AgentError | None, mode: str
+) -> tuple[LLMResult, Any]:
     config = state.config
     ctx = _context(state)
     state.memo.built = list(map(id, ctx.messages))  # the adapters may reuse what they rendered of these
@@ -393,7 +402,7 @@ def _event_sink(events: Emitter, partial: _Partial) -> Callable[[dict[str, Any]]
     return sink
 
 
-def _context(state: Run) -> Context:
+def _context(state: RunState) -> Context:
     cached = state.context_cache
     if cached is not None and cached[0] == len(state.history):
         return cached[1]
@@ -402,7 +411,7 @@ def _context(state: Run) -> Context:
         state.history,
         system=config["system"],
         tools=state.tools,
-        max_context_tokens=config["max_context_tokens"],
+        max_context_tokens=_budget(config),
         ratio=_tokens.ratios.get(_ratio_key(config)),
         protocol=config["protocol"],
         reasoning=config["capabilities"].get("reasoning", False),
@@ -412,7 +421,7 @@ def _context(state: Run) -> Context:
     return ctx
 
 
-def _request(state: Run, system: str, messages: list[Message], tools: list[dict[str, Any]]) -> Request:
+def _request(state: RunState, system: str, messages: list[Message], tools: list[dict[str, Any]]) -> Request:
     config = state.config
     model = config["model"]
     return Request(
@@ -437,14 +446,19 @@ def _ratio_key(config: Mapping[str, Any]) -> tuple[str, str, Any]:
     return (config["protocol"], config["base_url"], model if isinstance(model, str) else id(model))
 
 
-def _over_budget(state: Run) -> bool:
+def _budget(config: Mapping[str, Any]) -> float:
+    """max_context_tokens, or the smaller context size the server named in an overflow error."""
+    return _tokens.limits.budget(_ratio_key(config), config["max_context_tokens"])
+
+
+def _over_budget(state: RunState) -> bool:
     config = state.config
     if math.isinf(config["max_context_tokens"]):
         return False
-    return over_threshold(_context(state), config["max_context_tokens"], config["compact_threshold"])
+    return over_threshold(_context(state), _budget(config), config["compact_threshold"])
 
 
-def _close_partial_reply(state: Run) -> None:
+def _close_partial_reply(state: RunState) -> None:
     """Cancelled mid-stream: keep the text that arrived, with its complete calls answered as interrupted."""
     partial, state.partial = state.partial, None
     if partial is None or not "".join(partial.text):
@@ -457,9 +471,7 @@ def _close_partial_reply(state: Run) -> None:
             return
     taken = used_ids(state.history)
     calls = [unique_part(call, taken, protocol=state.config["protocol"]) for call in partial.calls]
-    content: list[dict[str, Any]] = [{"type": "text", "text": text}, *calls]
-    # A cut stream reports no usage; the entry still carries the key every assistant entry has.
-    _append(state, {"role": "assistant", "content": content, "usage": Usage().to_dict()}, reply=True)
+    _append(state, cut_reply(text, calls), reply=True)
     if calls:
         results = [interrupted_result() for _ in calls]
         for part, result in zip(calls, results, strict=True):
@@ -471,7 +483,7 @@ def _close_partial_reply(state: Run) -> None:
 # ---------------------------------------------------------------- compaction
 
 
-def compact_now(state: Run, reason: str = "manual") -> str:
+def compact_now(state: RunState, reason: str = "manual") -> str:
     """Write a summary, append it as a compact message and return its text.
 
     `reason` ("threshold", "overflow", "manual") is what `compaction_start` / `_end` carry.
@@ -485,23 +497,19 @@ def compact_now(state: Run, reason: str = "manual") -> str:
         connection=_compact.connection_of(config),
         on_compact=events.compact_sink(reason, events.callbacks.get("on_compact")),
         cancel=state.cancel,
-        max_context_tokens=config["max_context_tokens"],
+        max_context_tokens=_budget(config),
         retry=RetryPolicy.from_config(config),
         on_retry=events.retry,
         observe=events.observer(),
     )
     state.usage.add(result["usage"])
-    message = compact_message(result["content"])
-    message["usage"] = result["usage"].to_dict()
-    append_to(state.history, message)
-    state.appended.append(message)
-    if state.on_append is not None:
-        state.on_append(message)
+    message = compact_entry(result["content"], result["usage"])
+    _write(state, message)
     events.compaction_end(reason, message, result)
     return str(result["content"])
 
 
-def compact_run(state: Run) -> str:
+def compact_run(state: RunState) -> str:
     """`agent.compact()` as a run: agent_start, the compaction's events, agent_end (reason null)."""
     state.events.agent_start(on_start=False)
     try:
@@ -518,7 +526,7 @@ def compact_run(state: Run) -> str:
 
 
 def _run_tools(
-    state: Run, calls: list[ToolCall], records: dict[str, Any] | None = None
+    state: RunState, calls: list[ToolCall], records: dict[str, Any] | None = None
 ) -> tuple[list[ToolCall], list[dict[str, Any]], list[dict[str, Any]]]:
     """Run the round's calls (batch.py); always append the tool message of those answered.
 
@@ -543,7 +551,7 @@ def _run_tools(
     return answered, [dict(r) for r in results], batch.pending
 
 
-def _continue_open_calls(state: Run) -> SendResult | None:
+def _continue_open_calls(state: RunState) -> SendResult | None:
     """A resume: run the calls history holds without results, by their journal records.
 
     Never started → run now; started → interrupted, or run again for `replay: "safe"`; approved
@@ -589,13 +597,18 @@ def _last_text(history: list[Message]) -> str:
 # ---------------------------------------------------------------- history
 
 
-def _append(state: Run, message: Message, *, reply: bool = False) -> None:
+def _append(state: RunState, message: Message, *, reply: bool = False) -> None:
     """Append an entry of this run and announce it (`reply`: the assistant reply's `message_end`)."""
-    append_to(state.history, message)
-    state.appended.append(message)
-    if state.on_append is not None:
-        state.on_append(message)
+    _write(state, message)
     if reply:
         state.events.reply(message)
     else:
         state.events.message(message)
+
+
+def _write(state: RunState, message: Message) -> None:
+    """Append an entry of this run to history (a session commits it here; raising fails the run)."""
+    append_to(state.history, message)
+    state.appended.append(message)
+    if state.on_append is not None:
+        state.on_append(message)

@@ -36,7 +36,7 @@ RANKS = [
     ),
     ("protocols", "text_tools"),
     ("llm", "_http", "context"),
-    ("compact", "batch", "entries", "durable"),
+    ("compact", "batch", "durable"),
     ("loop",),
     ("agent", "aio", "subagent"),
     ("__init__", "testing", "telemetry"),
@@ -125,14 +125,45 @@ def test_requests_only_in_the_http_layer_and_never_at_import_time() -> None:
             )
 
 
+def worker_sources() -> list[str]:
+    """`tools/process.py` WORKER_SOURCES: the files a tool process runs, in order (read, not imported)."""
+    tree = ast.parse((PACKAGE / "tools" / "process.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "WORKER_SOURCES" for t in node.targets
+        ):
+            return [str(name) for name in ast.literal_eval(node.value)]
+    raise AssertionError("tools/process.py defines no WORKER_SOURCES")
+
+
 def test_the_tool_worker_imports_the_standard_library_only() -> None:
-    worker = PACKAGE / "tools" / "worker.py"
-    if not worker.exists():
-        pytest.skip("no tool worker in this tree")
+    """A tool process runs `WORKER_SOURCES` as one program, without the package: each imports only
+    the standard library, and the worker imports the others only when it is imported as a module."""
+    sources = worker_sources()
+    assert sources[-1] == "worker.py"
+    shared = {f"tools.{name[:-3]}" for name in sources}
     stdlib = set(sys.stdlib_module_names) | {"__future__"}
-    for target, internal, line in imports("tools.worker", worker):
-        assert not internal, f"tools/worker.py:{line} imports {target} from the package"
-        assert target.split(".")[0] in stdlib, f"tools/worker.py:{line} imports {target}"
+    for name in sources:
+        module = f"tools.{name[:-3]}"
+        for target, internal, line in imports(module, PACKAGE / "tools" / name):
+            if internal:
+                assert name == "worker.py" and target in shared, f"tools/{name}:{line} imports {target}"
+            else:
+                assert target.split(".")[0] in stdlib, f"tools/{name}:{line} imports {target}"
+
+
+def test_the_tool_worker_keeps_no_copy_of_the_rules_it_shares() -> None:
+    """tools/worker.py once carried a copy of tools/shape.py, kept equal by a sampled test."""
+
+    def defined(path: Path) -> set[str]:
+        tree = ast.parse(path.read_text())
+        return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+
+    worker = defined(PACKAGE / "tools" / "worker.py")
+    for name in worker_sources()[:-1]:
+        assert worker & defined(PACKAGE / "tools" / name) == set(), (
+            f"tools/worker.py redefines {name}'s names"
+        )
 
 
 # The agent's own process stays free of asyncio (API.md §Async callers): only the async API, the

@@ -11,11 +11,11 @@ from __future__ import annotations
 import importlib
 from typing import cast
 
+from ..config import PROTOCOLS
 from ..errors import AgentError
-from ._common import encoded_body, kind_for_status
+from ._common import encoded_body
 from .base import Adapter
-
-PROTOCOLS = ("chat", "responses", "anthropic", "gemini")
+from .errors import kind_for_status
 
 
 def get(name: str) -> Adapter:

@@ -87,11 +87,24 @@ class Journal(Protocol):
 
     def decide(self, call_id: str, allow: bool, reason: str | None, hash: str | None) -> None: ...
 
-    def close(self, call_ids: Sequence[str]) -> None: ...
+    def close(self, call_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """A send moved on from these open calls: close them; returns the result each gets."""
+        ...
 
     def settle(self, call_ids: Iterable[str]) -> None:
         """The calls have their results in history: a memory journal forgets them."""
         ...
+
+
+def closing_result(record: CallRecord | None) -> dict[str, Any]:
+    """The result a send gives an open call it moves on from, by what the journal knows of it."""
+    from ..tools.shape import denied_result, interrupted_result
+
+    if record is not None and record.state in ("pending", "closed"):
+        return denied_result(NO_DECISION)
+    if record is not None and record.state == "denied":
+        return denied_result(record.reason)
+    return interrupted_result()
 
 
 def claim_step(
@@ -195,10 +208,9 @@ class MemoryJournal:
                 reason,
             )
 
-    def close(self, call_ids: Sequence[str]) -> None:
+    def close(self, call_ids: Sequence[str]) -> list[dict[str, Any]]:
         with self._lock:
-            for call_id in call_ids:
-                self._rows.pop(call_id, None)
+            return [closing_result(self._rows.pop(call_id, None)) for call_id in call_ids]
 
     def settle(self, call_ids: Iterable[str]) -> None:
         with self._lock:

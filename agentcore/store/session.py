@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from .._utils.ids import random_hex
 from ..errors import AgentError
-from .journal import CallRecord, Outcome
+from .journal import CallRecord, Outcome, closing_result
 from .keeper import WAIT_POLL_S, Acquired, Holder, Keeper, Lease
 
 Message = dict[str, Any]
@@ -273,8 +273,11 @@ class SessionJournal:
     def decide(self, call_id: str, allow: bool, reason: str | None, hash: str | None) -> None:
         self.store.decide_call(self.id, call_id, allow, reason, hash)
 
-    def close(self, call_ids: Sequence[str]) -> None:
+    def close(self, call_ids: Sequence[str]) -> list[dict[str, Any]]:
+        # The results are known before the calls are closed; closed first, then written.
+        records = self.store.call_records(self.id, call_ids)
         self.store.close_calls(self.id, call_ids, self.fence)
+        return [closing_result(records.get(call_id)) for call_id in call_ids]
 
     def settle(self, call_ids: Iterable[str]) -> None:
         """Nothing to forget: the rows are the record of what started."""

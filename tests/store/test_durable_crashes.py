@@ -233,6 +233,7 @@ def check_trial(
         assert after[-1]["role"] == "assistant" and after[-1]["content"][0]["text"] == "all done"
 
 
+@pytest.mark.timeout(1800)  # 200 kills per store: minutes on a loaded 2-core machine
 def test_sigkill_at_random_moments_then_resume_in_a_new_process(
     store_spec: Spec, launcher: Launcher, effects: Path
 ) -> None:
