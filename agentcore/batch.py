@@ -64,7 +64,11 @@ class Batch:
     """
 
     def __init__(
-        self, state: RunState, calls: list[ToolCall], records: dict[str, CallRecord] | None = None
+        self,
+        state: RunState,
+        calls: list[ToolCall],
+        records: dict[str, CallRecord] | None = None,
+        claimed: frozenset[str] = frozenset(),
     ) -> None:
         self.state = state
         self.calls = calls
@@ -73,7 +77,9 @@ class Batch:
         # Deferred calls: call id -> the pending dict (tool_call_id, tool_name, input, input_hash).
         self._pending: dict[str, dict[str, Any]] = {}
         # Calls the journal let start: once claimed, a call is answered even when handed over.
-        self._claimed: set[str] = set()
+        # `claimed`: recorded as started with the reply that carries them (`reply_claims`).
+        self._preclaimed = claimed
+        self._claimed: set[str] = set(claimed)
         self.results: list[dict[str, Any] | None] = [None] * len(calls)
         self.cancel, self._unfollow = child(state.cancel)
         # The first failure of a deciding callback (on_permission or a hook): it fails the send.
@@ -311,7 +317,7 @@ class Batch:
 
     def _claim(self, call: ToolCall) -> dict[str, Any] | None:
         """Record the call as started — the one start it gets; None when it may run now."""
-        if self.journal is None:
+        if self.journal is None or call.id in self._preclaimed:
             return None
         try:
             outcome, reason = self.journal.claim(
@@ -372,6 +378,37 @@ class Batch:
         if allowed == "defer" and isinstance(allowed, str):
             return self._defer(call)
         return None if allowed is True else denied_result()
+
+
+def reply_claims(state: RunState, calls: list[ToolCall]) -> list[tuple[str, str, str]]:
+    """`(call_id, tool_name, input_hash)` of the calls that start as soon as their reply is written.
+
+    Those are recorded as started in the reply's own commit (one transaction for the round, not
+    one per call): the calls of the round's first group, when nothing can still stop them before
+    they start — no `on_permission`, no `before_tool_call` hook, a known tool that needs no
+    approval. Any other call is claimed by itself, right before it starts.
+    """
+    if getattr(state, "journal", None) is None or "before_tool_call" in state.hooks:
+        return []
+    if state.events.callbacks.get("on_permission") is not None:
+        return []
+    schema = state.tools.schema
+    first: list[ToolCall] = []
+    for call in calls:
+        sequential = (
+            state.config.get("tool_execution") == "sequential"
+            or schema.get(call.name, {}).get("execution_mode") == "sequential"
+        )
+        if sequential and first:
+            break
+        first.append(call)
+        if sequential:
+            break
+    return [
+        (c.id, c.name, input_hash(c.arguments))
+        for c in first
+        if c.name in state.tools and schema[c.name].get("needs_approval") is not True
+    ]
 
 
 class _PermissionFailed(Exception):

@@ -23,7 +23,7 @@ from ._utils.memo import Memo, activated, copied
 from ._utils.retry import RetryPolicy
 from ._utils.retry import call as with_retries
 from ._utils.threads import Workers, reusing
-from .batch import Batch, failure_error
+from .batch import Batch, failure_error, reply_claims
 from .call_ids import open_calls, unique_part, unique_reply, used_ids
 from .config import Config
 from .context import Context, Reuse, build, over_threshold
@@ -142,8 +142,11 @@ def _rounds(state: RunState) -> SendResult:
         result, output = _model_round(state, reminder=_needs_reminder(state, skipped))
         state.steps += 1
         message = assistant_message(result)
+        claimed = _stage_claims(state, result.tool_calls)
         _append(state, message, reply=True)
-        calls, results, pending = _run_tools(state, result.tool_calls) if result.tool_calls else ([], [], [])
+        calls, results, pending = (
+            _run_tools(state, result.tool_calls, claimed=claimed) if result.tool_calls else ([], [], [])
+        )
         if pending:
             state.events.turn_end(state.steps, result, message, _payloads(calls, results))
             return _finish(state, result, "approval", pending=pending)
@@ -525,15 +528,28 @@ def compact_run(state: RunState) -> str:
 # ---------------------------------------------------------------- tools
 
 
+def _stage_claims(state: RunState, calls: list[ToolCall]) -> frozenset[str]:
+    """The calls to record as started with their reply's commit (batch.reply_claims)."""
+    if not calls or state.journal is None:
+        return frozenset()
+    claims = reply_claims(state, calls)
+    if claims:
+        state.journal.stage(claims)
+    return frozenset(call_id for call_id, _, _ in claims)
+
+
 def _run_tools(
-    state: RunState, calls: list[ToolCall], records: dict[str, Any] | None = None
+    state: RunState,
+    calls: list[ToolCall],
+    records: dict[str, Any] | None = None,
+    claimed: frozenset[str] = frozenset(),
 ) -> tuple[list[ToolCall], list[dict[str, Any]], list[dict[str, Any]]]:
     """Run the round's calls (batch.py); always append the tool message of those answered.
 
     Returns the answered calls and their results in call order, and the deferred calls (their
     `approval_required` events announced), which wait for a decision without a result.
     """
-    batch = Batch(state, calls, records)
+    batch = Batch(state, calls, records, claimed)
     try:
         batch.run()
     finally:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from ..errors import AgentError
-from .session import Session, encode
+from .session import Along, Session, encode
 
 Message = dict[str, Any]
 
@@ -75,12 +75,7 @@ class TextStore:
         raise NotImplementedError
 
     def append_texts(
-        self,
-        id: str,
-        texts: list[str],
-        expected_length: int,
-        fence: tuple[str, int] | None = None,
-        dequeue: tuple[int, ...] = (),
+        self, id: str, texts: list[str], expected_length: int, along: Along | None = None
     ) -> int:
         raise NotImplementedError
 

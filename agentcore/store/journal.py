@@ -81,6 +81,11 @@ class Journal(Protocol):
 
     def defer(self, call_id: str, tool_name: str, input: Any, hash: str) -> None: ...
 
+    def stage(self, claims: Sequence[tuple[str, str, str]]) -> None:
+        """Record `(call_id, tool_name, input_hash)` as started with the entry about to be
+        committed (the reply that carries them): one transaction instead of one per call."""
+        ...
+
     def records(self, call_ids: Sequence[str]) -> dict[str, CallRecord]: ...
 
     def pending(self) -> list[CallRecord]: ...
@@ -178,6 +183,11 @@ class MemoryJournal:
     def defer(self, call_id: str, tool_name: str, input: Any, hash: str) -> None:
         with self._lock:
             self._rows.setdefault(call_id, CallRecord(call_id, tool_name, hash, "pending", input))
+
+    def stage(self, claims: Sequence[tuple[str, str, str]]) -> None:
+        with self._lock:
+            for call_id, tool_name, hash in claims:
+                self._rows.setdefault(call_id, CallRecord(call_id, tool_name, hash, "started"))
 
     def records(self, call_ids: Sequence[str]) -> dict[str, CallRecord]:
         """The records of `call_ids`; a call this object never met counts as started.

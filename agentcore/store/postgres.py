@@ -19,7 +19,8 @@ from typing import Any
 
 from ..errors import AgentError
 from .base import conflict_error
-from .sql import Fence, SQLStore, durable_schema
+from .session import Along
+from .sql import CLAIM_WITH_APPEND, SQLStore, durable_schema
 
 INSTALL_HINT = "pip install 'agentcore[postgres]'"
 
@@ -116,13 +117,10 @@ class PostgresStore(SQLStore):
             return [row[0] for row in rows]
 
     def append_texts(
-        self,
-        id: str,
-        texts: list[str],
-        expected_length: int,
-        fence: Fence | None = None,
-        dequeue: tuple[int, ...] = (),
+        self, id: str, texts: list[str], expected_length: int, along: Along | None = None
     ) -> int:
+        along = along or Along()
+        fence = along.fence
         owner, generation = fence if fence is not None else (None, None)
         params = {
             "id": id,
@@ -136,7 +134,7 @@ class PostgresStore(SQLStore):
         with self._guard() as connection:
             if texts:
                 try:
-                    written = self._claim_and_insert(connection, statement, params, dequeue)
+                    written = self._claim_and_insert(connection, statement, params, along)
                 except self._psycopg.errors.UniqueViolation:
                     written = 0
                 if written == len(texts):
@@ -148,20 +146,25 @@ class PostgresStore(SQLStore):
                 raise conflict_error(id, expected_length, stored)
             return stored
 
-    def _claim_and_insert(
-        self, connection: Any, statement: str, params: dict[str, Any], dequeue: tuple[int, ...]
-    ) -> int:
+    def _claim_and_insert(self, connection: Any, statement: str, params: dict[str, Any], along: Along) -> int:
         """Run the append statement; returns the entries written (0: the claim failed)."""
-        if not dequeue:
+        if not along.dequeue and not along.claims:
             return int(connection.execute(statement, params).rowcount)
-        # Delivered steer / follow-up messages leave their queue with the entries that deliver
-        # them: one transaction, so a crash can neither lose nor repeat one.
+        # Delivered steer / follow-up messages leave their queue, and the calls the entry carries
+        # are recorded as started, with the entries: one transaction, so a crash can neither lose
+        # nor repeat one.
         with connection.transaction():
             written = int(connection.execute(statement, params).rowcount)
-            if written == len(params["texts"]):
+            if written != len(params["texts"]):
+                return written
+            if along.dequeue:
                 connection.execute(
                     "DELETE FROM agentcore_queue WHERE session = %s AND qid = ANY(%s)",
-                    (params["id"], list(dequeue)),
+                    (params["id"], list(along.dequeue)),
+                )
+            if along.claims:
+                _Connection(connection).executemany(
+                    CLAIM_WITH_APPEND.format(now=_NOW), [(params["id"], *claim) for claim in along.claims]
                 )
             return written
 

@@ -20,6 +20,7 @@ import os
 import socket
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .._utils.ids import random_hex
@@ -31,18 +32,29 @@ Message = dict[str, Any]
 Fence = tuple[str, int]
 
 
+@dataclass(frozen=True, slots=True)
+class Along:
+    """What a run writes in the transaction of an append (store/session.py, store/sql.py).
+
+    Attributes:
+        fence: (owner, generation) of the run's lease; the append is refused once it is not held.
+        dequeue: queued steer / follow-up messages the entries deliver: they leave their queue.
+        claims: (call_id, tool_name, input_hash) of calls the entry carries that start right after
+            it: recorded as started with it (the journal's claim, in the same transaction).
+    """
+
+    fence: tuple[str, int] | None = None
+    dequeue: tuple[int, ...] = ()
+    claims: tuple[tuple[str, str, str], ...] = ()
+
+
 class RowStore(Protocol):
     """What a session asks of its store: the text rows (every store), the run state (store/sql.py)."""
 
     def load_texts(self, id: str) -> list[str]: ...
 
     def append_texts(
-        self,
-        id: str,
-        texts: list[str],
-        expected_length: int,
-        fence: Fence | None = None,
-        dequeue: tuple[int, ...] = (),
+        self, id: str, texts: list[str], expected_length: int, along: Along | None = None
     ) -> int: ...
 
 
@@ -98,6 +110,8 @@ class Session:
         self._lease: Lease | None = None
         # Queued messages taken for delivery and not yet committed: entry object id -> queue row.
         self._taken: dict[int, int] = {}
+        # Calls to record as started with the next commit (the entry that carries them).
+        self._claims: tuple[tuple[str, str, str], ...] = ()
 
     def __repr__(self) -> str:
         return f"Session({self.id!r}, {len(self._stored)} stored entries)"
@@ -169,7 +183,9 @@ class Session:
         texts = encode(new, start=len(self._stored))
         fence = self._lease.fence if self._lease is not None else None
         dequeue = tuple(self._taken[id(e)] for e in new if id(e) in self._taken)
-        self.store.append_texts(self.id, texts, len(self._stored), fence, dequeue)
+        claims, self._claims = self._claims, ()
+        along = Along(fence, dequeue, claims) if fence is not None or dequeue or claims else None
+        self.store.append_texts(self.id, texts, len(self._stored), along)
         self._stored.extend(texts)
         for entry in new:
             self._taken.pop(id(entry), None)
@@ -232,7 +248,7 @@ class Session:
 
     def journal(self) -> SessionJournal:
         """The session's call journal; a run's claims are fenced by its lease."""
-        return SessionJournal(self._durable(), self.id, self._lease.fence if self._lease else None)
+        return SessionJournal(self, self._lease.fence if self._lease else None)
 
     def queues(self) -> StoreQueues:
         return StoreQueues(self)
@@ -255,8 +271,13 @@ class Session:
 class SessionJournal:
     """A session's call journal (store/journal.py), in its store; `fence` is the run's lease."""
 
-    def __init__(self, store: RunStore, id: str, fence: Fence | None) -> None:
-        self.store, self.id, self.fence = store, id, fence
+    def __init__(self, session: Session, fence: Fence | None) -> None:
+        self.session = session
+        self.store, self.id, self.fence = session._durable(), session.id, fence
+
+    def stage(self, claims: Sequence[tuple[str, str, str]]) -> None:
+        """Record these calls as started with the next commit: the entry that carries them."""
+        self.session._claims = tuple(claims)
 
     def claim(self, call_id: str, tool_name: str, hash: str, *, replay: bool) -> tuple[Outcome, str | None]:
         return self.store.claim_call(self.id, call_id, tool_name, hash, replay, self.fence)

@@ -43,6 +43,12 @@ from .journal import CallRecord, Outcome, check_decision, claim_step, decide_ste
 from .keeper import WAIT_POLL_S, Acquired, Holder, Keeper
 
 Fence = tuple[str, int]  # (owner, generation) of the lease a write is made under
+
+# Calls recorded as started in the transaction of the entry that carries them (`Along.claims`).
+CLAIM_WITH_APPEND = (
+    "INSERT INTO agentcore_calls (session, call_id, tool_name, input_hash, state, attempts, updated_at) "
+    "VALUES (?, ?, ?, ?, 'started', 1, {now}) ON CONFLICT (session, call_id) DO NOTHING"
+)
 _keepers_lock = threading.Lock()
 
 
@@ -60,8 +66,9 @@ def durable_schema(real: str, bigint: str, serial: str) -> tuple[str, ...]:
         f"CREATE TABLE IF NOT EXISTS agentcore_queue (qid {serial}, session TEXT NOT NULL, "
         "kind TEXT NOT NULL, entry TEXT NOT NULL)",
         "CREATE INDEX IF NOT EXISTS agentcore_queue_session ON agentcore_queue (session, qid)",
+        # One row per batch the keeper writes: the events numbered seq .. last_seq, as a JSON array.
         f"CREATE TABLE IF NOT EXISTS agentcore_events (session TEXT NOT NULL, seq {bigint} NOT NULL, "
-        "event TEXT NOT NULL, PRIMARY KEY (session, seq))",
+        f"last_seq {bigint} NOT NULL, events TEXT NOT NULL, PRIMARY KEY (session, seq))",
     )
 
 
@@ -264,7 +271,7 @@ class SQLStore(TextStore):
             holder = Holder(str(row[0]), int(row[1]), float(row[2]), int(row[3]))
             if holder.live:
                 return holder
-            db.execute("DELETE FROM agentcore_events WHERE session = ? AND seq < ?", (id, int(row[5])))
+            db.execute("DELETE FROM agentcore_events WHERE session = ? AND last_seq < ?", (id, int(row[5])))
             db.execute(
                 f"UPDATE agentcore_runs SET owner = ?, generation = generation + 1, expires_at = {now} + ?, "
                 "stop_generation = 0, stop_handover = 0, run_seq = event_seq + 1 WHERE session = ?",
@@ -386,7 +393,7 @@ class SQLStore(TextStore):
     # ------------------------------------------------------------ the event log
 
     def append_events(self, id: str, events: Sequence[dict[str, Any]]) -> int:
-        """Number `events` on from the session's counter and store them; returns the last seq."""
+        """Number `events` on from the session's counter and store them (one row); returns the last seq."""
         if not events:
             return self.last_seq(id)
         with self._db(write=True) as db:
@@ -399,19 +406,21 @@ class SQLStore(TextStore):
             ).fetchone()
             last = int(row[0])
             first = last - len(events) + 1
-            db.executemany(
-                "INSERT INTO agentcore_events (session, seq, event) VALUES (?, ?, ?)",
-                [(id, first + i, _event_text(event, first + i)) for i, event in enumerate(events)],
+            text = "[" + ",".join(_event_text(event, first + i) for i, event in enumerate(events)) + "]"
+            db.execute(
+                "INSERT INTO agentcore_events (session, seq, last_seq, events) VALUES (?, ?, ?, ?)",
+                (id, first, last, text),
             )
         return last
 
-    def events_after(self, id: str, seq: int, limit: int = 500) -> list[str]:
+    def events_after(self, id: str, seq: int, limit: int = 100) -> list[dict[str, Any]]:
+        """The stored events with a seq above `seq`, in order (from up to `limit` batches)."""
         with self._db(write=False) as db:
             rows = db.execute(
-                "SELECT event FROM agentcore_events WHERE session = ? AND seq > ? ORDER BY seq LIMIT ?",
+                "SELECT events FROM agentcore_events WHERE session = ? AND last_seq > ? ORDER BY seq LIMIT ?",
                 (id, seq, limit),
             ).fetchall()
-        return [str(row[0]) for row in rows]
+        return [event for row in rows for event in json.loads(row[0]) if event["seq"] > seq]
 
     def last_seq(self, id: str) -> int:
         with self._db(write=False) as db:

@@ -20,7 +20,8 @@ from typing import Any
 
 from ..errors import AgentError
 from .base import conflict_error
-from .sql import Fence, SQLStore, durable_schema
+from .session import Along
+from .sql import CLAIM_WITH_APPEND, SQLStore, durable_schema, superseded_error
 
 # How long a writer waits for another process's write lock before giving up with an error.
 BUSY_TIMEOUT_S = 30.0
@@ -77,17 +78,11 @@ class SQLiteStore(SQLStore):
             return [row[0] for row in rows]
 
     def append_texts(
-        self,
-        id: str,
-        texts: list[str],
-        expected_length: int,
-        fence: Fence | None = None,
-        dequeue: tuple[int, ...] = (),
+        self, id: str, texts: list[str], expected_length: int, along: Along | None = None
     ) -> int:
+        along = along or _NOTHING_ALONG
         with self._db(write=True) as connection:
-            self._check_fence(connection, id, fence)
-            row = connection.execute("SELECT length FROM agentcore_sessions WHERE id = ?", (id,)).fetchone()
-            stored = row[0] if row else 0
+            stored = self._stored_length(connection, id, along)
             if stored != expected_length:
                 raise conflict_error(id, expected_length, stored)
             if not texts:
@@ -103,14 +98,33 @@ class SQLiteStore(SQLStore):
                 "SET length = excluded.length, updated_at = excluded.updated_at",
                 (id, length, time.time()),
             )
-            if dequeue:
+            if along.dequeue:
                 # Delivered steer / follow-up messages leave their queue with the entries that
                 # deliver them: in one transaction, so a crash can neither lose nor repeat one.
-                marks = ", ".join("?" * len(dequeue))
+                marks = ", ".join("?" * len(along.dequeue))
                 connection.execute(
-                    f"DELETE FROM agentcore_queue WHERE session = ? AND qid IN ({marks})", (id, *dequeue)
+                    f"DELETE FROM agentcore_queue WHERE session = ? AND qid IN ({marks})",
+                    (id, *along.dequeue),
+                )
+            if along.claims:
+                connection.executemany(
+                    CLAIM_WITH_APPEND.format(now=self._NOW), [(id, *claim) for claim in along.claims]
                 )
             return length
+
+    def _stored_length(self, connection: sqlite3.Connection, id: str, along: Along) -> int:
+        """The stored length; under a lease, first that the lease is still this run's (one query)."""
+        if along.fence is None:
+            row = connection.execute("SELECT length FROM agentcore_sessions WHERE id = ?", (id,)).fetchone()
+            return int(row[0]) if row else 0
+        row = connection.execute(
+            "SELECT (SELECT length FROM agentcore_sessions WHERE id = ?), "
+            "EXISTS (SELECT 1 FROM agentcore_runs WHERE session = ? AND owner = ? AND generation = ?)",
+            (id, id, *along.fence),
+        ).fetchone()
+        if not row[1]:
+            raise superseded_error(id)
+        return int(row[0] or 0)
 
     def sessions(self) -> list[dict[str, Any]]:
         """Every stored session, the most recently updated first."""
@@ -183,6 +197,9 @@ class SQLiteStore(SQLStore):
 
     def _open_error(self, exc: sqlite3.Error) -> AgentError:
         return AgentError(f"cannot open the session store {self.path!r}: {exc}", kind="config", cause=exc)
+
+
+_NOTHING_ALONG = Along()
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:

@@ -11,7 +11,6 @@ seconds without an event, or when closed — from any thread, also while it wait
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterator
@@ -33,14 +32,13 @@ class Watch:
     def __iter__(self) -> Iterator[dict[str, Any]]:
         quiet_since = time.monotonic()
         while not self._closed.is_set():
-            texts = self._store.events_after(self.session_id, self.seq)
-            for text in texts:
+            events = self._store.events_after(self.session_id, self.seq)
+            for event in events:
                 if self._closed.is_set():
                     return
-                event: dict[str, Any] = json.loads(text)
                 self.seq = int(event["seq"])
                 yield event
-            if texts:
+            if events:
                 quiet_since = time.monotonic()
                 continue
             wait = POLL_S

@@ -320,13 +320,14 @@ def events_of(run: str, count: int) -> list[dict[str, Any]]:
 def test_watch_from_another_process_sees_every_event_in_order_and_resumes_after_a_seq(
     store_spec: Spec, store: Any
 ) -> None:
-    watcher = start("watch", {"spec": list(store_spec), "session": "w", "timeout": 1.0})
+    watcher = start("watch", {"spec": list(store_spec), "session": "w", "timeout": 120})
     try:
         assert line(watcher) == "ready"
         sent = events_of("r1", 300)
         run_with_events(store, "w", sent)
         seen = [json.loads(line(watcher)) for _ in sent]
     finally:
+        watcher.process.terminate()
         finish(watcher)
     assert [{k: v for k, v in e.items() if k != "seq"} for e in seen] == sent
     seqs = [e["seq"] for e in seen]
