@@ -4,15 +4,17 @@
 
 The chain of `cpu_per_step.py` (one memory-tool call per step, streaming, the model server in
 another process), run alternately without a session and with a fresh `SQLiteStore` session
-(WAL, in a temp dir): with a session every step also commits the assistant entry and the tool
-message (fenced by the lease), claims the call in the journal, reads the steer queue at the
-delivery point, and hands ~15 events to the keeper, which writes them in batches; each run takes
-and gives back the lease. The figure is the difference of the medians, per tool call, in wall
-time and in client CPU time (all threads, the keeper included). Target: ≤ 0.3 ms per call on
-SQLite. `--postgres DSN` adds the same rows for a PostgresStore (its own schema, dropped after).
+(WAL, in a temp dir): with a session every step also commits the assistant entry (with the
+journal's claim of its call, in the same transaction) and the tool message (both fenced by the
+lease), reads the steer queue at the delivery point, and hands ~15 events to the keeper, which
+writes them in batches; each run takes and gives back the lease. The figure is the difference
+of the medians, per tool call, in wall time and in client CPU time (all threads, the keeper
+included). Target: ≤ 0.3 ms per call on SQLite. `--postgres DSN` adds the same rows for a
+PostgresStore (its own schema, dropped after).
 
 Then the store operations alone, each timed over 2,000 repetitions on the same file: a journal
-claim, a fenced one-entry append, a queue read, an event batch of 15.
+claim alone, a fenced one-entry append without and with its call's claim (how a round records its
+calls: in the reply's transaction), a queue read, an event batch of 15.
 """
 
 from __future__ import annotations
@@ -86,11 +88,19 @@ def operations(store: Any, label: str) -> None:
             body(n)
         print(f"{label:10} {name}: {(time.perf_counter() - started) / count * 1e6:.0f} µs")
 
-    timed("journal claim", lambda n: journal.claim(f"call_{n}", "step", "0" * 64, replay=False))
     timed(
-        "fenced append of one entry",
-        lambda n: (history.append({"role": "user", "content": str(n)}), session.commit(history)),
+        "journal claim, alone (a call that needed a decision)",
+        lambda n: journal.claim(f"call_{n}", "step", "0" * 64, replay=False),
     )
+
+    def append(n: int, claims: bool) -> None:
+        if claims:  # the round's call, recorded as started in the reply's own commit
+            journal.stage([(f"staged_{n}", "step", "0" * 64)])
+        history.append({"role": "assistant", "content": [{"type": "text", "text": str(n)}]})
+        session.commit(history)
+
+    timed("fenced append of one entry", lambda n: append(n, False))
+    timed("fenced append of one entry + its call's claim", lambda n: append(n, True))
     queues = session.queues()
     timed("steer queue read", lambda n: queues.take("steer", "one-at-a-time"))
     events = [{"type": "message_update", "run_id": "r", "agent_id": "a", "delta": {"text": "x"}}] * 15
