@@ -8,9 +8,11 @@
 Every `TICK_S` it writes the buffered events (one transaction per session), reads the lease
 rows of every run held here in one query — a `store.stop`, a superseding send from another
 process, or a takeover after a lapse each make the run's `lost()` fire, which cancels the run —
-and renews the leases that are due. So a stop reaches a run within a tick plus one query, and a
-run's events cost it an append to a list. The thread ends when nothing is held or buffered (a
-later `hold` starts it again) and at `store.close()`; after a fork the child starts its own.
+notes which of those sessions have steer / follow-up messages waiting (so that a delivery point
+reads the queue only then), and renews the leases that are due. So a stop reaches a run within a
+tick plus one query, and a run's events cost it an append to a list. The thread ends when nothing
+is held or buffered (a later `hold` starts it again) and at `store.close()`; after a fork the
+child starts its own.
 """
 
 from __future__ import annotations
@@ -65,6 +67,9 @@ class Lease:
     # The stored history length when the lease was taken (the session brings history up to it).
     length: int = 0
     renewed_at: float = field(default_factory=time.monotonic)
+    # Whether a steer / follow-up may wait in the store: a delivery point reads the queue only
+    # then (set by the keeper when its poll sees one, and by a local add).
+    queued: bool = True
     _lost: bool = False
 
     @property
@@ -183,6 +188,14 @@ class Keeper:
             key = (lease.session_id, lease.generation)
             if key in ended:
                 lease.lost(ended[key])
+        try:
+            queued = self.store.queued_sessions(sorted({h.session_id for h in leases}))
+        except Exception:
+            log.warning("the session queues could not be read; retrying", exc_info=True)
+            queued = {h.session_id for h in leases}
+        for lease in leases:
+            if lease.session_id in queued:
+                lease.queued = True
         now = time.monotonic()
         due = [h for h in leases if not h._lost and now - h.renewed_at >= h.lease_s / 4]
         if not due:

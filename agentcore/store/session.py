@@ -317,9 +317,20 @@ class StoreQueues:
 
     def add(self, queue: str, entry: Message) -> None:
         self.store.queue_add(self.session.id, queue, json.dumps(entry))
+        lease = self.session.lease
+        if lease is not None:
+            lease.queued = True
 
     def take(self, queue: str, mode: str) -> list[Message]:
-        rows = self._waiting(queue)
+        # A delivery point of a running session reads the queue only when a message may wait
+        # (`Lease.queued`): the store is read once per keeper tick at most, not once per round.
+        lease = self.session.lease
+        if lease is not None and not lease.queued:
+            return []
+        waiting = self._waiting(None)
+        if lease is not None:
+            lease.queued = bool(waiting)
+        rows = [row for row in waiting if row[1] == queue]
         count = len(rows) if mode == "all" else min(1, len(rows))
         taken = []
         for qid, _kind, text in rows[:count]:

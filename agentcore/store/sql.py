@@ -360,6 +360,19 @@ class SQLStore(TextStore):
                 "INSERT INTO agentcore_queue (session, kind, entry) VALUES (?, ?, ?)", (id, kind, text)
             )
 
+    def queued_sessions(self, ids: Sequence[str]) -> set[str]:
+        """Which of the sessions `ids` have steer / follow-up messages waiting."""
+        found: set[str] = set()
+        with self._db(write=False) as db:
+            for start in range(0, len(ids), 500):
+                chunk = list(ids[start : start + 500])
+                marks = ", ".join("?" * len(chunk))
+                rows = db.execute(
+                    f"SELECT DISTINCT session FROM agentcore_queue WHERE session IN ({marks})", tuple(chunk)
+                ).fetchall()
+                found.update(str(row[0]) for row in rows)
+        return found
+
     def queue_rows(self, id: str, kind: str | None = None) -> list[tuple[int, str, str]]:
         """`(qid, kind, entry text)` of the queued messages, oldest first."""
         with self._db(write=False) as db:
@@ -396,6 +409,9 @@ class SQLStore(TextStore):
         """Number `events` on from the session's counter and store them (one row); returns the last seq."""
         if not events:
             return self.last_seq(id)
+        # Encoded before the transaction (the store's lock is not held meanwhile); the seq each gets
+        # is spliced in front once the counter has given them out.
+        texts = [_event_text(event) for event in events]
         with self._db(write=True) as db:
             db.execute(
                 "INSERT INTO agentcore_runs (session) VALUES (?) ON CONFLICT (session) DO NOTHING", (id,)
@@ -406,7 +422,7 @@ class SQLStore(TextStore):
             ).fetchone()
             last = int(row[0])
             first = last - len(events) + 1
-            text = "[" + ",".join(_event_text(event, first + i) for i, event in enumerate(events)) + "]"
+            text = "[" + ",".join(f'{{"seq": {first + i}, {t[1:]}' for i, t in enumerate(texts)) + "]"
             db.execute(
                 "INSERT INTO agentcore_events (session, seq, last_seq, events) VALUES (?, ?, ?, ?)",
                 (id, first, last, text),
@@ -469,6 +485,7 @@ def _queued_text(message: Any) -> str:
     return json.dumps(queued_entry(message, DEFAULTS))
 
 
-def _event_text(event: dict[str, Any], seq: int) -> str:
-    # Events are plain JSON by contract; anything else is written as its repr rather than lost.
-    return json.dumps({**event, "seq": seq}, default=repr)
+def _event_text(event: dict[str, Any]) -> str:
+    # Events are plain JSON dicts by contract (never empty: every one has "type"); anything else
+    # inside is written as its repr rather than lost.
+    return json.dumps(event, default=repr)
