@@ -321,7 +321,7 @@ def _check_threshold(key: str, value: Any) -> None:
 
 
 def _check_lease(key: str, value: Any) -> None:
-    # The keeper renews a lease every lease / 4, on a 50 ms tick: a shorter one could lapse while
+    # The keeper renews a lease every lease / 4, on a 100 ms tick: a shorter one could lapse while
     # its holder is alive.
     if (
         isinstance(value, bool)

@@ -27,7 +27,7 @@ from typing import Any
 
 log = logging.getLogger("agentcore")
 
-TICK_S = 0.05
+TICK_S = 0.1
 # How often a waiting caller (a superseding send, `store.stop`) looks at the lease again.
 WAIT_POLL_S = 0.02
 
@@ -180,20 +180,14 @@ class Keeper:
         if not leases:
             return
         try:
-            ended = self.store.poll_leases([(h.session_id, h.owner, h.generation) for h in leases])
+            ended, queued = self.store.poll_leases([(h.session_id, h.owner, h.generation) for h in leases])
         except Exception:
             log.warning("the session leases could not be read; retrying", exc_info=True)
-            ended = {}
+            ended, queued = {}, {h.session_id for h in leases}
         for lease in leases:
             key = (lease.session_id, lease.generation)
             if key in ended:
                 lease.lost(ended[key])
-        try:
-            queued = self.store.queued_sessions(sorted({h.session_id for h in leases}))
-        except Exception:
-            log.warning("the session queues could not be read; retrying", exc_info=True)
-            queued = {h.session_id for h in leases}
-        for lease in leases:
             if lease.session_id in queued:
                 lease.queued = True
         now = time.monotonic()

@@ -304,25 +304,30 @@ class SQLStore(TextStore):
                 (generation, int(handover), id, generation),
             )
 
-    def poll_leases(self, held: Sequence[tuple[str, str, int]]) -> dict[tuple[str, int], bool]:
-        """Of the leases `(session, owner, generation)` held here: those asked to stop, or lost.
-
-        Each maps to whether the stop is a handover to a resume (see `request_stop`).
+    def poll_leases(
+        self, held: Sequence[tuple[str, str, int]]
+    ) -> tuple[dict[tuple[str, int], bool], set[str]]:
+        """Of the leases `(session, owner, generation)` held here: those asked to stop, or lost —
+        each mapped to whether the stop is a handover to a resume (see `request_stop`) — and the
+        sessions that have steer / follow-up messages waiting. One query.
         """
         if not held:
-            return {}
+            return {}, set()
         ids = sorted({session for session, _, _ in held})
         current: dict[str, tuple[str, int, int, int]] = {}
+        queued: set[str] = set()
         with self._db(write=False) as db:
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
                 marks = ", ".join("?" * len(chunk))
                 rows = db.execute(
-                    "SELECT session, owner, generation, stop_generation, stop_handover FROM agentcore_runs "
-                    f"WHERE session IN ({marks})",
+                    "SELECT r.session, r.owner, r.generation, r.stop_generation, r.stop_handover, "
+                    "EXISTS (SELECT 1 FROM agentcore_queue q WHERE q.session = r.session) "
+                    f"FROM agentcore_runs r WHERE r.session IN ({marks})",
                     tuple(chunk),
                 ).fetchall()
                 current.update((str(r[0]), (str(r[1]), int(r[2]), int(r[3]), int(r[4]))) for r in rows)
+                queued.update(str(r[0]) for r in rows if r[5])
         ended = {}
         for session, owner, generation in held:
             now = current.get(session)
@@ -330,7 +335,7 @@ class SQLStore(TextStore):
                 ended[session, generation] = False
             elif now[2] == generation:
                 ended[session, generation] = bool(now[3])
-        return ended
+        return ended, queued
 
     def renew_leases(self, held: Sequence[tuple[str, str, int, float]]) -> None:
         """Push back the expiry of each `(session, owner, generation, lease_s)` still held."""
@@ -359,19 +364,6 @@ class SQLStore(TextStore):
             db.execute(
                 "INSERT INTO agentcore_queue (session, kind, entry) VALUES (?, ?, ?)", (id, kind, text)
             )
-
-    def queued_sessions(self, ids: Sequence[str]) -> set[str]:
-        """Which of the sessions `ids` have steer / follow-up messages waiting."""
-        found: set[str] = set()
-        with self._db(write=False) as db:
-            for start in range(0, len(ids), 500):
-                chunk = list(ids[start : start + 500])
-                marks = ", ".join("?" * len(chunk))
-                rows = db.execute(
-                    f"SELECT DISTINCT session FROM agentcore_queue WHERE session IN ({marks})", tuple(chunk)
-                ).fetchall()
-                found.update(str(row[0]) for row in rows)
-        return found
 
     def queue_rows(self, id: str, kind: str | None = None) -> list[tuple[int, str, str]]:
         """`(qid, kind, entry text)` of the queued messages, oldest first."""
@@ -411,7 +403,8 @@ class SQLStore(TextStore):
             return self.last_seq(id)
         # Encoded before the transaction (the store's lock is not held meanwhile); the seq each gets
         # is spliced in front once the counter has given them out.
-        texts = [_event_text(event) for event in events]
+        entries: dict[int, str] = {}
+        texts = [_event_text(event, entries) for event in events]
         with self._db(write=True) as db:
             db.execute(
                 "INSERT INTO agentcore_runs (session) VALUES (?) ON CONFLICT (session) DO NOTHING", (id,)
@@ -485,7 +478,18 @@ def _queued_text(message: Any) -> str:
     return json.dumps(queued_entry(message, DEFAULTS))
 
 
-def _event_text(event: dict[str, Any]) -> str:
-    # Events are plain JSON dicts by contract (never empty: every one has "type"); anything else
-    # inside is written as its repr rather than lost.
-    return json.dumps(event, default=repr)
+def _event_text(event: dict[str, Any], entries: dict[int, str]) -> str:
+    """The event's JSON. A history entry several events carry (`message_start` / `message_end` /
+    `turn_end` of one entry) is encoded once per batch (`entries`, by identity).
+
+    Events are plain JSON dicts by contract (never empty: every one has "type"); anything else
+    inside is written as its repr rather than lost.
+    """
+    message = event.get("message")
+    if not isinstance(message, dict):
+        return json.dumps(event, default=repr)
+    text = entries.get(id(message))
+    if text is None:
+        text = entries[id(message)] = json.dumps(message, default=repr)
+    rest = json.dumps({k: v for k, v in event.items() if k != "message"}, default=repr)
+    return f'{rest[:-1]}, "message": {text}}}'

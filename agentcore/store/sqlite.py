@@ -59,16 +59,9 @@ class SQLiteStore(SQLStore):
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
 
-    @contextlib.contextmanager
-    def _db(self, write: bool) -> Iterator[sqlite3.Connection]:
+    def _db(self, write: bool) -> _Db:
         """The connection under the lock; with `write`, inside one `BEGIN IMMEDIATE` transaction."""
-        with self._guard():
-            connection = self._connect()
-            if not write:
-                yield connection
-                return
-            with _write_transaction(connection):
-                yield connection
+        return _Db(self, write)
 
     def load_texts(self, id: str) -> list[str]:
         with self._guard():
@@ -155,7 +148,10 @@ class SQLiteStore(SQLStore):
             try:
                 yield
             except sqlite3.Error as exc:
-                raise AgentError(f"session store {self.path!r}: {exc}", kind="unknown", cause=exc) from exc
+                raise self._store_error(exc) from exc
+
+    def _store_error(self, exc: sqlite3.Error) -> AgentError:
+        return AgentError(f"session store {self.path!r}: {exc}", kind="unknown", cause=exc)
 
     def _connect(self) -> sqlite3.Connection:
         if self._connection is not None and self._pid == os.getpid():
@@ -207,14 +203,40 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
-class _write_transaction:
-    """`BEGIN IMMEDIATE` … `COMMIT`, rolled back on any exception."""
+class _Db:
+    """`store._db(write)`: the lock, the connection and (for a write) one transaction.
 
-    def __init__(self, connection: sqlite3.Connection) -> None:
-        self.connection = connection
+    A plain class rather than nested generator context managers: a run enters it once per entry
+    it appends, so its own cost counts (bench/journal_cost.py).
+    """
 
-    def __enter__(self) -> None:
-        self.connection.execute("BEGIN IMMEDIATE")
+    __slots__ = ("connection", "store", "write")
 
-    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
-        self.connection.execute("COMMIT" if kind is None else "ROLLBACK")
+    def __init__(self, store: SQLiteStore, write: bool) -> None:
+        self.store, self.write = store, write
+
+    def __enter__(self) -> sqlite3.Connection:
+        store = self.store
+        store._lock.acquire()
+        try:
+            connection = self.connection = store._connect()
+            if self.write:
+                connection.execute("BEGIN IMMEDIATE")
+        except BaseException as exc:
+            store._lock.release()
+            if isinstance(exc, sqlite3.Error):
+                raise store._store_error(exc) from exc
+            raise
+        return connection
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, *rest: object) -> None:
+        store = self.store
+        try:
+            if self.write:
+                self.connection.execute("COMMIT" if kind is None else "ROLLBACK")
+        except sqlite3.Error as failed:
+            raise store._store_error(failed) from failed
+        finally:
+            store._lock.release()
+        if isinstance(exc, sqlite3.Error):
+            raise store._store_error(exc) from exc
