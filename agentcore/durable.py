@@ -73,7 +73,7 @@ def hold(
     session.acquire(
         agent_id, lease_s=config["session_lease"], cancel=cancel, on_lost=on_lost, handover=handover
     )
-    return Hold(session.journal(), session.queues(), session, (session.record,))
+    return Hold(session.journal(), session.queues(), session, (session.recorder(),))
 
 
 def pending(journal: Journal, history: list[Message]) -> list[dict[str, Any]]:

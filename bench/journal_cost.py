@@ -83,10 +83,11 @@ def operations(store: Any, label: str) -> None:
     count = 2000
 
     def timed(name: str, body: Any) -> None:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         for n in range(count):
             body(n)
-        print(f"{label:10} {name}: {(time.perf_counter() - started) / count * 1e6:.0f} µs")
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+        print(f"{label:10} {name}: {wall / count * 1e6:.0f} µs wall, {cpu / count * 1e6:.0f} µs CPU")
 
     timed(
         "journal claim, alone (a call that needed a decision)",
@@ -116,6 +117,7 @@ def main() -> None:
     args = parser.parse_args()
     from agentcore.store import SQLiteStore
 
+    print(f"load average at start: {' '.join(Path('/proc/loadavg').read_text().split()[:3])} (2 cores)")
     with tempfile.TemporaryDirectory() as folder, chain_server(args.calls) as base_url:
         sqlite = SQLiteStore(Path(folder) / "bench.db")
         compare(base_url, args.calls, args.runs, sqlite, "sqlite")
@@ -126,6 +128,7 @@ def main() -> None:
             compare(base_url, args.calls, args.runs, postgres, "postgres")
             operations(postgres, "postgres")
             postgres.close()
+    print(f"load average at end: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
 
 
 def _postgres(dsn: str) -> Any:

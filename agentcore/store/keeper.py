@@ -121,6 +121,16 @@ class Keeper:
             self._events.setdefault(session_id, []).append(event)
             self._start()
 
+    def recorder(self, session_id: str) -> Callable[[dict[str, Any]], None]:
+        """`record` for one session, as a run's event sink: a lock and an append per event (the
+        run's lease keeps this keeper's thread alive, so there is nothing to start)."""
+
+        def record(event: dict[str, Any]) -> None:
+            with self._lock:
+                self._events.setdefault(session_id, []).append(event)
+
+        return record
+
     def flush(self, session_id: str | None = None) -> None:
         """Write what is buffered (for one session, or all) before returning."""
         with self._flushing:
@@ -175,6 +185,10 @@ class Keeper:
                 leases = list(self._leases)
             self.flush()
             self._tend(leases)
+            try:
+                self.store.maintain()
+            except Exception:
+                log.warning("session store upkeep failed; retrying", exc_info=True)
 
     def _tend(self, leases: list[Lease]) -> None:
         if not leases:

@@ -182,13 +182,15 @@ class Session:
             return
         texts = encode(new, start=len(self._stored))
         fence = self._lease.fence if self._lease is not None else None
-        dequeue = tuple(self._taken[id(e)] for e in new if id(e) in self._taken)
+        taken = self._taken
+        dequeue = tuple(taken[id(e)] for e in new if id(e) in taken) if taken else ()
         claims, self._claims = self._claims, ()
         along = Along(fence, dequeue, claims) if fence is not None or dequeue or claims else None
         self.store.append_texts(self.id, texts, len(self._stored), along)
         self._stored.extend(texts)
-        for entry in new:
-            self._taken.pop(id(entry), None)
+        if dequeue:
+            for entry in new:
+                taken.pop(id(entry), None)
 
     # ------------------------------------------------------------ the lease (one run at a time)
 
@@ -256,6 +258,10 @@ class Session:
     def record(self, event: dict[str, Any]) -> None:
         """An event of this session's run, for `store.watch` (buffered; written by the keeper)."""
         self._durable().keeper.record(self.id, event)
+
+    def recorder(self) -> Callable[[dict[str, Any]], None]:
+        """`record` as a held run's event sink (cheaper per event: see `Keeper.recorder`)."""
+        return self._durable().keeper.recorder(self.id)
 
     def _durable(self) -> RunStore:
         store = self.store

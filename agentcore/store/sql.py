@@ -91,6 +91,9 @@ class SQLStore(TextStore):
                 found = self._keeper = Keeper(self)
             return found
 
+    def maintain(self) -> None:
+        """Upkeep the keeper does off the runs' threads, once per tick (SQLite: checkpoints)."""
+
     def _close_keeper(self) -> None:
         """`close()`'s share: write what is buffered, end the keeper's thread."""
         found: Keeper | None = getattr(self, "_keeper", None)
@@ -401,10 +404,6 @@ class SQLStore(TextStore):
         """Number `events` on from the session's counter and store them (one row); returns the last seq."""
         if not events:
             return self.last_seq(id)
-        # Encoded before the transaction (the store's lock is not held meanwhile); the seq each gets
-        # is spliced in front once the counter has given them out.
-        entries: dict[int, str] = {}
-        texts = [_event_text(event, entries) for event in events]
         with self._db(write=True) as db:
             db.execute(
                 "INSERT INTO agentcore_runs (session) VALUES (?) ON CONFLICT (session) DO NOTHING", (id,)
@@ -415,7 +414,7 @@ class SQLStore(TextStore):
             ).fetchone()
             last = int(row[0])
             first = last - len(events) + 1
-            text = "[" + ",".join(f'{{"seq": {first + i}, {t[1:]}' for i, t in enumerate(texts)) + "]"
+            text = _events_text(events, first)
             db.execute(
                 "INSERT INTO agentcore_events (session, seq, last_seq, events) VALUES (?, ?, ?, ?)",
                 (id, first, last, text),
@@ -478,18 +477,11 @@ def _queued_text(message: Any) -> str:
     return json.dumps(queued_entry(message, DEFAULTS))
 
 
-def _event_text(event: dict[str, Any], entries: dict[int, str]) -> str:
-    """The event's JSON. A history entry several events carry (`message_start` / `message_end` /
-    `turn_end` of one entry) is encoded once per batch (`entries`, by identity).
-
-    Events are plain JSON dicts by contract (never empty: every one has "type"); anything else
-    inside is written as its repr rather than lost.
-    """
-    message = event.get("message")
-    if not isinstance(message, dict):
-        return json.dumps(event, default=repr)
-    text = entries.get(id(message))
-    if text is None:
-        text = entries[id(message)] = json.dumps(message, default=repr)
-    rest = json.dumps({k: v for k, v in event.items() if k != "message"}, default=repr)
-    return f'{rest[:-1]}, "message": {text}}}'
+def _events_text(events: Sequence[dict[str, Any]], first: int) -> str:
+    """The batch as one JSON array, each event with its seq (one `json.dumps`: the C encoder)."""
+    numbered = [{"seq": first + offset, **event} for offset, event in enumerate(events)]
+    try:
+        return json.dumps(numbered)
+    except (TypeError, ValueError):
+        # Events are plain JSON by contract; anything else is written as its repr, never lost.
+        return json.dumps(numbered, default=repr)

@@ -25,6 +25,9 @@ from .sql import CLAIM_WITH_APPEND, SQLStore, durable_schema, superseded_error
 
 # How long a writer waits for another process's write lock before giving up with an error.
 BUSY_TIMEOUT_S = 30.0
+# While runs are held here, the keeper checkpoints the WAL this often, on a connection of its own
+# (below SQLite's 1000-page autocheckpoint in practice), so that a run's commit rarely pays for it.
+CHECKPOINT_EVERY_S = 1.0
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS agentcore_sessions "
@@ -52,6 +55,9 @@ class SQLiteStore(SQLStore):
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None
         self._pid = 0
+        self._checkpointer: sqlite3.Connection | None = None
+        self._checkpointer_pid = 0
+        self._checkpointed = 0.0
 
     # SQLite's own clock (the machine's): every process on one file shares it.
     _NOW = "((julianday('now') - 2440587.5) * 86400.0)"
@@ -80,16 +86,16 @@ class SQLiteStore(SQLStore):
                 raise conflict_error(id, expected_length, stored)
             if not texts:
                 return stored
-            connection.executemany(
-                "INSERT INTO agentcore_entries (session, idx, entry) VALUES (?, ?, ?)",
-                [(id, stored + offset, text) for offset, text in enumerate(texts)],
-            )
+            if len(texts) == 1:  # a run appends one entry at a time: the cheaper call
+                connection.execute(_INSERT_ENTRY, (id, stored, texts[0]))
+            else:
+                connection.executemany(
+                    _INSERT_ENTRY, [(id, stored + offset, text) for offset, text in enumerate(texts)]
+                )
             length = stored + len(texts)
             connection.execute(
-                "INSERT INTO agentcore_sessions (id, length, updated_at) VALUES (?, ?, ?) "
-                "ON CONFLICT (id) DO UPDATE "
-                "SET length = excluded.length, updated_at = excluded.updated_at",
-                (id, length, time.time()),
+                _SESSION_LENGTH[stored == 0],
+                (id, length, time.time()) if stored == 0 else (length, time.time(), id),
             )
             if along.dequeue:
                 # Delivered steer / follow-up messages leave their queue with the entries that
@@ -139,7 +145,26 @@ class SQLiteStore(SQLStore):
         with self._lock:
             if self._connection is not None and self._pid == os.getpid():
                 self._connection.close()
-            self._connection = None
+            if self._checkpointer is not None and self._checkpointer_pid == os.getpid():
+                self._checkpointer.close()
+            self._connection = self._checkpointer = None
+
+    def maintain(self) -> None:
+        """A PASSIVE checkpoint, from the keeper's thread on its own connection: it waits for no
+        reader or writer, and its fsync is not paid by the run that happens to cross SQLite's
+        autocheckpoint threshold."""
+        now = time.monotonic()
+        if now - self._checkpointed < CHECKPOINT_EVERY_S or self._pid != os.getpid():
+            return
+        self._checkpointed = now
+        if self._checkpointer is None:
+            self._checkpointer = sqlite3.connect(
+                self.path, timeout=0, isolation_level=None, check_same_thread=False
+            )
+        try:
+            self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.OperationalError:
+            pass  # busy: another checkpoint runs; the next tick tries again
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
@@ -196,6 +221,12 @@ class SQLiteStore(SQLStore):
 
 
 _NOTHING_ALONG = Along()
+_INSERT_ENTRY = "INSERT INTO agentcore_entries (session, idx, entry) VALUES (?, ?, ?)"
+_SESSION_LENGTH = {
+    True: "INSERT INTO agentcore_sessions (id, length, updated_at) VALUES (?, ?, ?) "
+    "ON CONFLICT (id) DO UPDATE SET length = excluded.length, updated_at = excluded.updated_at",
+    False: "UPDATE agentcore_sessions SET length = ?, updated_at = ? WHERE id = ?",
+}
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
