@@ -434,6 +434,7 @@ class Agent:
     ) -> _loop.RunState:
         """What the loop needs for the run `running` (its named points: `events`)."""
         from . import loop as _loop
+        from .connection import Connection
 
         hold = running.hold
         events = Emitter(
@@ -452,6 +453,7 @@ class Agent:
             tools=self._effective_tools(),
             events=events,
             cancel=running.cancel,
+            connection=Connection.of(self._config),
             pool=self._pool(),
             hooks=Hooks(self._hooks),
             queues=hold.queues,
