@@ -134,7 +134,7 @@ def test_public_signatures() -> None:
     for name in ("object", "array", "json"):
         assert callable(getattr(agentcore.output, name))
     result_fields = [f.name for f in dataclasses.fields(SendResult)]
-    expected = {"text", "steps", "usage", "reason", "output", "messages", "limit", "cost", "model"}
+    expected = {"text", "steps", "usage", "reason", "output", "messages", "pending", "limit", "cost", "model"}
     assert set(result_fields) == expected
     llm_fields = {f.name for f in dataclasses.fields(agentcore.llm.LLMResult)}
     assert {"text", "reasoning", "tool_calls", "usage", "finish_reason", "message", "raw"} <= llm_fields
