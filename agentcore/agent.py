@@ -521,6 +521,7 @@ class Agent:
 
     def _queue_box(self) -> Any:
         return self.session.queues() if self.session is not None else self._queues
+
     def _refuse_closed(self, what: str) -> None:
         if self._closed:
             raise AgentError(f"the agent is closed: {what}() needs a new Agent", kind="request")

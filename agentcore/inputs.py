@@ -83,6 +83,8 @@ def user_entry(input: Any, config: Mapping[str, Any], *, action: str = "sent") -
         raise AgentError(f"a user entry's id must be a non-empty str, got {entry['id']!r}", kind="request")
     check_encodable(entry, f"the {action} message")
     return entry
+
+
 def check_encodable(value: Any, what: str) -> None:
     """Text UTF-8 cannot encode (a lone surrogate) would fail every request: refused here."""
     problem = surrogates.first(value)
