@@ -1,27 +1,34 @@
 """Fixtures for agentcore.celery: a real Redis, real Celery workers, both real stores.
 
-    def test_x(cluster):                       # per test: a Redis db, a store, the model script
-        cluster.script.plan("hi", {"text": "hello"})
-        cluster.worker("w1", "threads")        # celery -A celery_tasks worker -P threads
+    @pytest.fixture(scope="module")               # in a test module: its workers, shared
+    def cluster(redis_server, module_store, tmp_path_factory):
+        with make_cluster(redis_server, module_store, tmp_path_factory.mktemp("c"), [("threads", 2)]) as c:
+            yield c
+
+    def test_x(cluster):
+        cluster.script.plan("hi", {"text": "hello"})          # the model's reply to "hi"
         result = cluster.run_agent.start("s1", "hi").get(timeout=LONG_S)
 
-`store_spec` runs each test on SQLite and on PostgreSQL (the fixtures of tests/store: a throwaway
-cluster). Redis is one `redis-server` for the test session, in a temp dir on a free port; each
-test gets a database of its own. Under CI=true a missing redis-server, Celery or PostgreSQL fails
-the tests; elsewhere they are skipped.
+`module_store` runs each module on SQLite and on PostgreSQL (the PostgreSQL server of tests/store:
+a throwaway cluster, a schema per module). Redis is one `redis-server` for the test session, in a
+temp dir on a free port; each module gets a database of its own. Starting workers is what costs,
+so a module's tests share them and tell their runs apart by session id. Under CI=true a missing
+redis-server, Celery or PostgreSQL fails the tests; elsewhere they are skipped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import itertools
 import json
 import os
-import signal
 import socket
 import sys
 import tempfile
 import threading
+import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,8 +50,6 @@ assert _spec is not None and _spec.loader is not None
 _store_fixtures = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_store_fixtures)
 postgres_server = _store_fixtures.postgres_server
-postgres_dsn = _store_fixtures.postgres_dsn
-store_spec = _store_fixtures.store_spec
 open_store = _store_fixtures.open_store
 
 LONG_S = 120.0  # a bound for waits that must never be reached
@@ -122,37 +127,50 @@ class Script:
 
 
 class Cluster:
-    """One test's Redis database, store, model script, workers and client app."""
+    """A module's Redis database, store, model script, workers and client app (the "web process").
 
-    def __init__(self, redis: RedisServer, spec: Any, tmp: Path, model: ModelServer, script: Script) -> None:
+    Tests of one module share it: each uses session ids, user texts and call ids of its own.
+    """
+
+    def __init__(
+        self, redis: RedisServer, spec: Any, tmp: Path, model: ModelServer, script: Script, **settings: Any
+    ) -> None:
         import celery_tasks
 
         db = next(_databases) % 256
         flush(redis, db)
         self.broker = redis.url(db)
         self.spec, self.tmp, self.model, self.script = spec, tmp, model, script
+        self.settings = settings
         self.effects = tmp / "effects.log"
         self.gates = tmp / "gates"
         self.gates.mkdir()
         self.logs = tmp / "logs"
         self.logs.mkdir()
         self.workers: list[Worker] = []
-        self.app, self.run_agent = celery_tasks.make_app(self.broker, self.broker)
+        visibility_s = float(settings.get("visibility_s", 600.0))
+        self.app, self.run_agent = celery_tasks.make_app(self.broker, self.broker, visibility_s)
         self._stores: list[Any] = []
+        self._agents: list[Any] = []
+        self._names = itertools.count(1)
+        self.web = self.store()
 
-    def worker(self, name: str, pool: str = "threads", concurrency: int = 2, **settings: Any) -> Worker:
+    def worker(self, pool: str = "threads", concurrency: int = 2) -> Worker:
         env = {
             "AGENTCORE_TEST_BROKER": self.broker,
             "AGENTCORE_TEST_STORE": json.dumps(list(self.spec)),
             "AGENTCORE_TEST_MODEL": self.model.base_url,
-            "AGENTCORE_TEST_VISIBILITY": str(settings.get("visibility_s", 60.0)),
-            "AGENTCORE_TEST_LEASE": str(settings.get("lease_s", 1.0)),
+            "AGENTCORE_TEST_VISIBILITY": str(self.settings.get("visibility_s", 600.0)),
+            "AGENTCORE_TEST_LEASE": str(self.settings.get("lease_s", 2.0)),
             "AGENTCORE_TEST_GATES": str(self.gates),
             "AGENTCORE_EFFECTS": str(self.effects),
         }
-        worker = Worker(name, pool, concurrency, env, self.logs)
+        worker = Worker(f"w{next(self._names)}-{pool}", pool, concurrency, env, self.logs)
         self.workers.append(worker)
         return worker
+
+    def alive(self) -> list[Worker]:
+        return [w for w in self.workers if w.alive]
 
     def store(self) -> Any:
         """A store object of the test process (the "web process")."""
@@ -160,33 +178,48 @@ class Cluster:
         self._stores.append(store)
         return store
 
+    def agent(self, session: str) -> Any:
+        """An agent of the web process on `session` (for pending() / decide()); closed at the end."""
+        from agentcore import Agent
+
+        agent = Agent(
+            config={"base_url": self.model.base_url, "model": "m"}, session=self.web.session(session)
+        )
+        self._agents.append(agent)
+        return agent
+
     def open_gate(self, name: str) -> None:
         (self.gates / name).write_text("")
 
-    def lines(self, word: str | None = None) -> list[list[str]]:
-        """The effects file's lines, split (only those starting with `word`, when given)."""
+    def lines(self, word: str | None = None, key: str | None = None) -> list[list[str]]:
+        """The effects file's lines, split (those starting with `word`, about `key`, when given)."""
         if not self.effects.exists():
             return []
         rows = [line.split() for line in self.effects.read_text().splitlines() if line.strip()]
-        return [row for row in rows if word is None or row[0] == word]
+        return [r for r in rows if (word is None or r[0] == word) and (key is None or r[1] == key)]
 
-    def runner_of(self, session: str) -> Worker:
-        """The worker whose process took the latest delivery of `session`'s task."""
-        pid = int(next(row for row in reversed(self.lines("task")) if row[1] == session)[2])
+    def worker_of(self, pid: int) -> Worker:
+        """The worker one of whose processes is `pid`."""
         for worker in self.workers:
             if pid in worker.pids():
                 return worker
         raise AssertionError(f"no worker runs pid {pid}")
 
-    def kill_child(self, session: str) -> int:
-        """SIGKILL only the pool process running `session` (prefork: the worker itself lives on)."""
-        pid = int(next(row for row in reversed(self.lines("task")) if row[1] == session)[2])
-        os.kill(pid, signal.SIGKILL)
-        return pid
+    def wait_for(self, what: str, check: Any) -> Any:
+        """Poll `check()` until it returns something truthy; fail (with the workers' logs) at LONG_S."""
+        deadline = time.monotonic() + LONG_S
+        while time.monotonic() < deadline:
+            found = check()
+            if found:
+                return found
+            time.sleep(0.05)
+        raise AssertionError(f"{what}: not within {LONG_S} s\n{self.report()}")
 
     def close(self) -> None:
         for worker in self.workers:
             worker.stop()
+        for agent in self._agents:
+            agent.close()
         for store in self._stores:
             store.close()
         self.app.close()
@@ -195,12 +228,35 @@ class Cluster:
         return "\n".join(f"--- {w.name} ({w.pool}):\n{w.output()}" for w in self.workers)
 
 
-@pytest.fixture
-def cluster(redis_server: RedisServer, store_spec: Any, tmp_path: Path) -> Iterator[Cluster]:
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def module_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The store a module's tests share, as plain data the workers are given: SQLite, then PostgreSQL."""
+    if request.param == "sqlite":
+        yield ("sqlite", str(tmp_path_factory.mktemp("celery-store") / "sessions.db"))
+        return
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    server = request.getfixturevalue("postgres_server")
+    schema = f"agentcore_celery_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server, autocommit=True) as connection:
+        connection.execute(f"CREATE SCHEMA {schema}")
+    yield ("postgres", make_conninfo(server, options=f"-c search_path={schema}"))
+    with psycopg.connect(server, autocommit=True) as connection:
+        connection.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@contextlib.contextmanager
+def make_cluster(
+    redis: RedisServer, spec: Any, tmp: Path, workers: list[tuple[str, int]], **settings: Any
+) -> Iterator[Cluster]:
+    """A Cluster with `workers` ([(pool, concurrency)]) started, all stopped on leaving."""
     script = Script()
     with ModelServer(default=script) as model:
-        found = Cluster(redis_server, store_spec, tmp_path, model, script)
+        found = Cluster(redis, spec, tmp, model, script, **settings)
         try:
+            for pool, concurrency in workers:
+                found.worker(pool, concurrency)
             yield found
         finally:
             found.close()
