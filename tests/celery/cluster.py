@@ -88,7 +88,8 @@ class RedisServer:
 
 
 class Worker:
-    """`celery -A <app> worker` with `pool` and `concurrency`; its log in `logs/<name>.log`."""
+    """`celery -A <app> worker` with `pool` and `concurrency` (consuming `queue`, when given; else
+    Celery's default queue); its log in `logs/<name>.log`."""
 
     def __init__(
         self,
@@ -100,6 +101,7 @@ class Worker:
         *,
         app: str = "celery_tasks",
         cwd: Path = HERE,
+        queue: str | None = None,
     ) -> None:
         self.name, self.pool = name, pool
         self.log = logs / f"{name}.log"
@@ -107,6 +109,8 @@ class Worker:
         path = os.pathsep.join(p for p in (str(ROOT), str(cwd), env.get("PYTHONPATH", "")) if p)
         args = [sys.executable, "-m", "celery", "-A", app, "worker", "-P", pool, "-c", str(concurrency)]
         args += ["-n", f"{name}@%h", "-l", "INFO", "--logfile", str(self.log)]
+        if queue is not None:
+            args += ["-Q", queue]
         # No broadcast chatter between workers: each test's workers start and die on their own.
         args += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
         with open(logs / f"{name}.stderr", "wb") as stderr:

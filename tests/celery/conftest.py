@@ -155,7 +155,7 @@ class Cluster:
         self._names = itertools.count(1)
         self.web = self.store()
 
-    def worker(self, pool: str = "threads", concurrency: int = 2) -> Worker:
+    def worker(self, pool: str = "threads", concurrency: int = 2, queue: str | None = None) -> Worker:
         env = {
             "AGENTCORE_TEST_BROKER": self.broker,
             "AGENTCORE_TEST_STORE": json.dumps(list(self.spec)),
@@ -165,7 +165,7 @@ class Cluster:
             "AGENTCORE_TEST_GATES": str(self.gates),
             "AGENTCORE_EFFECTS": str(self.effects),
         }
-        worker = Worker(f"w{next(self._names)}-{pool}", pool, concurrency, env, self.logs)
+        worker = Worker(f"w{next(self._names)}-{pool}", pool, concurrency, env, self.logs, queue=queue)
         self.workers.append(worker)
         return worker
 
@@ -248,15 +248,15 @@ def module_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
 
 @contextlib.contextmanager
 def make_cluster(
-    redis: RedisServer, spec: Any, tmp: Path, workers: list[tuple[str, int]], **settings: Any
+    redis: RedisServer, spec: Any, tmp: Path, workers: list[tuple[Any, ...]], **settings: Any
 ) -> Iterator[Cluster]:
-    """A Cluster with `workers` ([(pool, concurrency)]) started, all stopped on leaving."""
+    """A Cluster with `workers` ([(pool, concurrency[, queue])]) started, all stopped on leaving."""
     script = Script()
     with ModelServer(default=script) as model:
         found = Cluster(redis, spec, tmp, model, script, **settings)
         try:
-            for pool, concurrency in workers:
-                found.worker(pool, concurrency)
+            for spec_ in workers:
+                found.worker(*spec_)
             yield found
         finally:
             found.close()
