@@ -160,3 +160,21 @@ def test_start_refuses_a_bad_session_id_or_input_before_enqueueing(cluster: Clus
     with pytest.raises(AgentError) as role:
         cluster.run_agent.start("s", {"role": "assistant", "content": "hi"})
     assert role.value.kind == "request"
+
+
+def test_a_failed_run_fails_the_task_with_its_agent_error(cluster: Cluster) -> None:
+    text = "ask a model that is not there"
+    # x-should-retry: false — the client gives up at once instead of retrying for 30 s.
+    refusal = {
+        "status": 404,
+        "error": "the model my-model does not exist",
+        "headers": {"x-should-retry": "false"},
+    }
+    cluster.script.plan(text, refusal)
+    pending = cluster.run_agent.start("fail", text)
+    with pytest.raises(AgentError) as raised:
+        pending.get(timeout=LONG_S)
+    assert pending.state == "FAILURE"
+    assert "does not exist" in str(raised.value)
+    history = cluster.web.load("fail")
+    assert [m["content"] for m in history] == [text], "the input stays, as after any failed send"
