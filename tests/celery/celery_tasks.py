@@ -9,15 +9,16 @@ URLs), AGENTCORE_TEST_STORE (JSON `["sqlite", path]` or `["postgres", dsn]`), AG
 What the tests count is written as lines to $AGENTCORE_EFFECTS: `task <session> <pid>` when a
 delivery starts (the pid of the process running it, whose process group is its worker), and
 `<tool> <tool_call_id> <pid>` at each tool start. A tool whose tag is "hang-once" hangs at its
-first start (a test kills the worker there); "gate:NAME" waits until $AGENTCORE_TEST_GATES/NAME
-exists. A reply "die after this" kills the process running the task once the reply is written,
-the first time (before the run could announce its end).
+first start (a test kills the worker there); "nap" takes up to 0.2 s; "gate:NAME" waits until
+$AGENTCORE_TEST_GATES/NAME exists. A reply "die after this" kills the process running the task
+once the reply is written, the first time (before the run could announce its end).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import time
 from pathlib import Path
@@ -79,6 +80,8 @@ def act(name: str, tag: str, ctx: ToolContext) -> str:
     first = record(f"{name} {ctx.tool_call_id}")
     if tag == "hang-once" and first:
         time.sleep(600)
+    if tag == "nap":  # scripts/stress.py --celery: calls take a moment, so some kills land in one
+        ctx.cancel.wait(random.uniform(0, 0.2))
     if tag.startswith("gate:"):
         gate = Path(os.environ["AGENTCORE_TEST_GATES"], tag[5:])
         while not gate.exists():

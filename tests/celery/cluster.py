@@ -103,7 +103,7 @@ class Worker:
         cwd: Path = HERE,
         queue: str | None = None,
     ) -> None:
-        self.name, self.pool = name, pool
+        self.name, self.pool, self.concurrency = name, pool, concurrency
         self.log = logs / f"{name}.log"
         self.log.write_text("")
         path = os.pathsep.join(p for p in (str(ROOT), str(cwd), env.get("PYTHONPATH", "")) if p)

@@ -1,9 +1,11 @@
 """A file tool (it runs in a tool process) whose every start is a line in $AGENTCORE_EFFECTS.
 
-A tag "hang-once" hangs at the first start of a call (a test kills the worker there).
+A tag "hang-once" hangs at the first start of a call (a test kills the worker there); "nap"
+takes up to 0.2 s.
 """
 
 import os
+import random
 import time
 from pathlib import Path
 
@@ -17,6 +19,8 @@ def _execute(input, ctx):
             file.write(f"file_effect {ctx.tool_call_id} {os.getpid()}\n")
     if input["tag"] == "hang-once" and first:
         time.sleep(600)
+    if input["tag"] == "nap":
+        time.sleep(random.uniform(0, 0.2))
     return f"file_effect {input['tag']} done"
 
 
