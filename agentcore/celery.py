@@ -210,7 +210,9 @@ def _last_end(agent: Agent, history: list[Message]) -> Mapping[str, Any] | None:
     ends: dict[str, Mapping[str, Any]] = {}
     wrote: dict[str, str] = {}
     session = agent.session
-    store: Any = session.store  # SQLiteStore or PostgresStore: a durable run was held there
+    store: Any = session.store
+    if not callable(getattr(store, "watch", None)):
+        return None  # a store without an event log: history alone decides
     with store.watch(session.id, after=0, timeout=0) as events:
         for event in events:
             run = str(event.get("run_id"))
