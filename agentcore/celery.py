@@ -122,17 +122,39 @@ def run_session(
 
 def _deliver(agent: Agent, entry: Message | None, redelivered: bool) -> dict[str, Any]:
     """Send the input, or resume: a second delivery never writes its input twice."""
-    history = agent.history
     if entry is None:
-        over = _over(agent, -1) if redelivered else None
-        return over or as_dict(agent.resume())
-    index = next((i for i, e in enumerate(history) if e.get("id") == entry["id"]), None)
+        if not redelivered:
+            return as_dict(agent.resume())
+        _settle(agent)
+        return _over(agent, -1) or as_dict(agent.resume())
+    index = _index_of(agent.history, entry["id"])
     if index is None:
         return as_dict(agent.send(entry))
     log.info(
         "session %s: input %s is in history already: the task was delivered again", _id(agent), entry["id"]
     )
-    return _over(agent, index) or as_dict(agent.resume())
+    _settle(agent)
+    index = _index_of(agent.history, entry["id"])
+    return _over(agent, index if index is not None else -1) or as_dict(agent.resume())
+
+
+def _index_of(history: list[Message], entry_id: str) -> int | None:
+    return next((i for i, e in enumerate(history) if e.get("id") == entry_id), None)
+
+
+def _settle(agent: Agent) -> None:
+    """Before a second delivery decides whether the run is over: end the run still going (the
+    broker's visibility timeout hands a long task out again while its first delivery runs, which
+    may be writing the last reply now), then read the history the store holds."""
+    session = agent.session
+    stop = getattr(getattr(session, "store", None), "stop", None)
+    if session is None or not callable(stop):
+        return
+    try:
+        stop(session.id, timeout=max(30.0, 3 * float(agent.config["session_lease"])))
+    except TimeoutError:
+        log.warning("session %s: the run of the first delivery did not end; resuming over it", session.id)
+    agent.reload()
 
 
 def _agent_of(factory: Factory, session_id: str) -> Agent:
