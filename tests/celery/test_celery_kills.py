@@ -1,7 +1,7 @@
 """agentcore.celery: a worker killed with SIGKILL mid-run has its task redelivered, and resumed.
 
 The task is `acks_late` with `reject_on_worker_lost`: a whole worker killed (a lost machine) never
-acknowledges, so Redis hands the task out again once its visibility timeout (5 s here) passes; a
+acknowledges, so Redis hands the task out again once its visibility timeout (8 s here) passes; a
 prefork pool process killed alone (the OOM killer) is rejected back to the queue by its worker at
 once. Each test routes its task to a queue of one worker, kills that worker at a known point, and
 starts a second one on that queue, which takes the redelivered task. What must hold afterwards:
@@ -24,7 +24,7 @@ from test_celery_runs import assert_valid, call, collect
 
 from agentcore.history import tool_results_of
 
-VISIBILITY_S = 5.0
+VISIBILITY_S = 8.0
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,9 @@ def cluster(
     redis_server: RedisServer, module_store: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
     tmp: Path = tmp_path_factory.mktemp("celery-kills")
-    workers = [("threads", 2, "threads"), ("prefork", 2, "prefork")]
+    # One process each: a task Redis hands out again while its delivery still runs (a busy
+    # machine past the visibility timeout) waits for that delivery instead of racing it.
+    workers = [("threads", 1, "threads"), ("prefork", 1, "prefork")]
     with make_cluster(
         redis_server, module_store, tmp, workers, visibility_s=VISIBILITY_S, lease_s=1.0
     ) as found:
@@ -65,12 +67,12 @@ def test_a_worker_killed_mid_model_stream_is_replaced_and_the_reply_is_asked_aga
     [first] = task_pids(cluster, "stream")
     victim = cluster.worker_of(first)
     victim.kill()
-    cluster.worker("threads", 2, "threads")
+    cluster.worker("threads", 1, "threads")
     result = pending.get(timeout=LONG_S)
     watcher.join(LONG_S)
     assert result["text"] == "the reply, whole" and result["reason"] == "no-tool", result
     pids = task_pids(cluster, "stream")
-    assert len(pids) == 2 and pids[1] not in victim.pids() | {first}, "a second worker resumed"
+    assert len(pids) >= 2 and pids[1] not in victim.pids() | {first}, "a second worker resumed"
     history = cluster.web.load("stream")
     assert [m["role"] for m in history] == ["user", "assistant"], "the input once; the partial reply never"
     assert history[1]["content"][0]["text"] == "the reply, whole"
@@ -91,10 +93,10 @@ def test_a_worker_killed_mid_tool_is_replaced_and_no_non_replayable_call_runs_tw
     [first] = task_pids(cluster, "tools")
     victim = cluster.worker_of(first)
     victim.kill()
-    cluster.worker("prefork", 2, "prefork")
+    cluster.worker("prefork", 1, "prefork")
     result = pending.get(timeout=LONG_S)
     assert result["text"] == "after the crash" and result["reason"] == "no-tool", result
-    assert len(task_pids(cluster, "tools")) == 2
+    assert len(task_pids(cluster, "tools")) >= 2
     assert len(cluster.lines("mem_effect", "kill-mem")) == 1, "a started memory call never runs twice"
     assert len(cluster.lines("file_effect", "kill-file")) == 1, "a started file-tool call never runs twice"
     assert len(cluster.lines("safe_effect", "kill-safe")) == 2, 'replay: "safe" runs again'
@@ -117,7 +119,7 @@ def test_a_pool_process_killed_after_writing_the_reply_is_redelivered_and_answer
     cluster.script.plan(text, "die after this")
     result = cluster.run_agent.start("die", text, queue="prefork").get(timeout=LONG_S)
     assert result["text"] == "die after this" and result["reason"] == "no-tool", result
-    assert len(task_pids(cluster, "die")) == 2, "delivered twice"
+    assert len(task_pids(cluster, "die")) >= 2, "delivered again"
     assert cluster.script.requests(text) == 1, "the written reply is not asked for again"
     history = cluster.web.load("die")
     assert [m["role"] for m in history] == ["user", "assistant"]
