@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, is_dataclass
 from typing import Any
@@ -40,6 +41,8 @@ INSTALL_HINT = "pip install 'agentcore[celery]'"
 Factory = Callable[[str], Agent]
 Message = dict[str, Any]
 log = logging.getLogger(__name__)
+# How often a second delivery looks whether the session's run has ended.
+SETTLE_POLL_S = 0.1
 
 
 def agent_task(app: Any, factory: Factory, *, name: str = "agentcore.run") -> Any:
@@ -143,17 +146,18 @@ def _index_of(history: list[Message], entry_id: str) -> int | None:
 
 
 def _settle(agent: Agent) -> None:
-    """Before a second delivery decides whether the run is over: end the run still going (the
-    broker's visibility timeout hands a long task out again while its first delivery runs, which
-    may be writing the last reply now), then read the history the store holds."""
+    """Before a second delivery decides whether the run is over: wait until no run of the session
+    is going, then read the history the store holds. The broker's visibility timeout hands a long
+    task out again while its first delivery still runs: that one finishes and writes the task's
+    result; a holder that died is done once its lease lapses; a newer start's run is left alone."""
     session = agent.session
-    stop = getattr(getattr(session, "store", None), "stop", None)
-    if session is None or not callable(stop):
+    lease_state = getattr(getattr(session, "store", None), "lease_state", None)
+    if session is None or not callable(lease_state):
         return
-    try:
-        stop(session.id, timeout=max(30.0, 3 * float(agent.config["session_lease"])))
-    except TimeoutError:
-        log.warning("session %s: the run of the first delivery did not end; resuming over it", session.id)
+    if lease_state(session.id).live:
+        log.info("session %s: a run is going; this delivery waits for it to end", session.id)
+        while lease_state(session.id).live:
+            time.sleep(SETTLE_POLL_S)
     agent.reload()
 
 
