@@ -2,12 +2,14 @@
 
     message = user_message("Fix the test", config)          # {"role": "user", "content": ...}
     message = user_message([{"type": "text", "text": "Look:"}, image_part], config)
+    message = user_entry({"role": "user", "content": "hi", "id": "e1"}, config)   # keeps "id"
 
 Bad input raises `AgentError(kind="request")` naming the problem; nothing is appended.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -62,6 +64,25 @@ def user_message(input: Any, config: Mapping[str, Any]) -> Message:
     if not any(p.get("type") != "text" or str(p.get("text", "")).strip() for p in input):
         raise AgentError("the input is empty (only blank text parts)", kind="request")
     return user([dict(p) for p in input])
+
+
+def user_entry(input: Any, config: Mapping[str, Any], *, action: str = "sent") -> Message:
+    """The entry a send (or a queued message) appends: text, content parts, or a user history entry.
+
+    An entry is copied with its other keys: an `id` it carries is the id it is stored under, which
+    is how a task that may be delivered twice recognises its input in history (agentcore.celery).
+    """
+    if not (isinstance(input, Mapping) and "role" in input):
+        return user_message(input, config)
+    if input.get("role") != "user":
+        role = input.get("role")
+        raise AgentError(f"only user messages can be {action}, got role {role!r}", kind="request")
+    entry = copy.deepcopy(dict(input))
+    entry["content"] = user_message(entry.get("content"), config)["content"]
+    if "id" in entry and (not isinstance(entry["id"], str) or not entry["id"]):
+        raise AgentError(f"a user entry's id must be a non-empty str, got {entry['id']!r}", kind="request")
+    check_encodable(entry, f"the {action} message")
+    return entry
 
 
 def check_encodable(value: Any, what: str) -> None:
@@ -213,7 +234,7 @@ def prepare_send(
     """Check everything a send was given against the agent's `current` config; raises, writes nothing."""
     merged = _config.merge(current, config)
     _config.check_sendable(merged)
-    message = user_message(input, merged)
+    message = user_entry(input, merged)
     overrides = Overrides(
         merged,
         check_history(history),

@@ -17,8 +17,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from .errors import AgentError
-from .inputs import check_encodable, user_message
+from .inputs import user_entry
 
 Queue = Literal["steer", "follow_up"]
 MODES = ("one-at-a-time", "all")
@@ -26,16 +25,7 @@ MODES = ("one-at-a-time", "all")
 
 def queued_entry(message: Any, config: Mapping[str, Any]) -> dict[str, Any]:
     """The user history entry a queued message will become (str, content parts or a user entry)."""
-    if isinstance(message, Mapping) and "role" in message:
-        if message.get("role") != "user":
-            raise AgentError(
-                f"only user messages can be queued, got role {message.get('role')!r}", kind="request"
-            )
-        entry = copy.deepcopy(dict(message))
-        entry["content"] = user_message(entry.get("content"), config)["content"]
-        check_encodable(entry, "the queued message")
-        return entry
-    return user_message(message, config)
+    return user_entry(message, config, action="queued")
 
 
 class Queues:

@@ -5,6 +5,7 @@
     python scripts/stress.py --sessions 50 --rounds 10 --sqlite /tmp/s.db
     python scripts/stress.py --sessions 20 --rounds 10 --duration 600   # a 10-minute soak
     python scripts/stress.py --processes 8 --rounds 20 [--postgres DSN] # durable sessions, 4 pairs
+    python scripts/stress.py --celery --sessions 200 --rounds 5 --kills 10  # Celery workers killed
 
 Every session is one agent running `--rounds` sends, all sessions at once (one thread each).
 Each send is two model requests: the model calls a memory tool (`remember`, a thread here) and
@@ -24,6 +25,10 @@ violations, which must be 0: a `conflict` or any error but `aborted`; a stored h
 call that has no result or two; an input stored other than once; a reply that does not answer
 the input it follows (runs interleaved); a tool call that started twice (the effects file); a
 worker left with threads or child processes after closing its agent.
+
+`--celery` (API.md §Running on workers): a real Redis, four real Celery workers (two pools), sessions
+sent from this process while `--kills` random workers are killed with SIGKILL and replaced; it
+reports sends, redeliveries and violations, which must be 0 (scripts/celery_stress.py says which).
 
 Linux only (it reads /proc). Exit status 0 when every send completed (with `--processes`: when
 there is no violation), 1 otherwise.
@@ -617,6 +622,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.processes:
         return run_processes(args)
+    if args.celery:
+        import celery_stress
+
+        return celery_stress.run(args)
     server, base_url = start_server()
     port = int(base_url.rsplit(":", 1)[1].split("/")[0])
     store = None
@@ -675,7 +684,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, default=60.0, metavar="SECONDS", help="soak warm-up")
     parser.add_argument("--json", action="store_true", help="also print the RSS samples as JSON")
     parser.add_argument("--processes", type=int, metavar="N", help="durable sessions: N processes in pairs")
-    parser.add_argument("--postgres", metavar="DSN", help="with --processes: a PostgresStore (own schema)")
+    parser.add_argument(
+        "--celery", action="store_true", help="sessions sent to Celery workers killed at random"
+    )
+    parser.add_argument("--kills", type=int, default=10, help="with --celery: worker kills (default 10)")
+    parser.add_argument(
+        "--postgres", metavar="DSN", help="with --processes / --celery: a PostgresStore (own schema)"
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     return parser.parse_args(argv)

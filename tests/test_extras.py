@@ -1,7 +1,8 @@
 """The core without the extras: a fresh venv with only `requests` and `jsonschema`.
 
-Proves that `import agentcore` and a send work there, and that `agentcore.mcp` then names the
-install command. Needs PyPI for the two packages (marked `network`); skipped if pip cannot reach it.
+Proves that `import agentcore` and a send work there, and that `agentcore.mcp` and
+`agentcore.celery` then name the install command. Needs PyPI for the two packages (marked
+`network`); skipped if pip cannot reach it.
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ SCRIPT = textwrap.dedent(
         agentcore.mcp.connect(command=["server"])
     except AgentError as exc:
         print("mcp:", exc.kind, exc.message)
+    import agentcore.celery
+    try:
+        agentcore.celery.agent_task(object(), lambda session_id: None)
+    except AgentError as exc:
+        print("celery:", exc.kind, exc.message)
+    assert not {"celery", "kombu", "redis"} & set(sys.modules)
     """
 )
 
@@ -65,3 +72,4 @@ def test_the_core_works_without_the_extras_and_mcp_names_the_install_command(tmp
     assert "send: Hello from the core." in lines
     assert "no mcp SDK" in lines
     assert "mcp: config agentcore.mcp needs the MCP SDK: pip install 'agentcore[mcp]'" in lines
+    assert "celery: config agentcore.celery needs Celery: pip install 'agentcore[celery]'" in lines

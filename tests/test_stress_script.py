@@ -63,3 +63,16 @@ def test_processes_mode_reports_sends_supersedes_stops_and_no_violation() -> Non
 def test_processes_mode_needs_pairs() -> None:
     done = stress("--processes", "3")
     assert done.returncode != 0 and "even number" in done.stderr
+
+
+def test_celery_mode_reports_sends_kills_redeliveries_and_no_violation() -> None:
+    """Real Redis, four real Celery workers, one of them killed with SIGKILL and replaced."""
+    done = stress("--celery", "--sessions", "3", "--rounds", "2", "--kills", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "celery: 3 sessions x 2 sends, 4 workers (threads x4, threads x4, prefork x2, prefork x2)" in out
+    assert re.search(r"^sends: 6 \(\d+ answered, \d+ taken over by a redelivery, 0 failed\) in", out, re.M), (
+        out
+    )
+    assert re.search(r"^worker kills: 1, task deliveries: \d+ \(\d+ redelivered\)$", out, re.M), out
+    assert re.search(r"^violations: 0$", out, re.M), out

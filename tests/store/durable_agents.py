@@ -150,6 +150,8 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
                 return recover(agent)
             if action == "sends":
                 return sends(agent, job)
+            if action == "compact":
+                return {"summary": agent.compact(), "at": time.time()}
             if action == "task":
                 # A whole task: send, then approve what waits and resume (the crash matrix's run).
                 first = agent.send(job["input"])

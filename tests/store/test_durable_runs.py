@@ -1,6 +1,6 @@
 """One run per session across processes, on SQLite and PostgreSQL (API.md §Durable sessions).
 
-A send in process B stops A's run and goes on from the store; `store.stop()` / `store.steer()`
+A send (or a compact) in process B stops A's run and goes on from the store; `store.stop()` / `store.steer()`
 from a third process reach the run; a holder killed with SIGKILL is replaced after
 `session_lease`; two busy writers never interleave and never conflict; `store.watch()` from
 another process sees every event of a run. Latencies are measured by bench/durable_latency.py,
@@ -91,6 +91,21 @@ def test_a_send_in_another_process_stops_the_run_and_goes_on_from_the_store(agen
     assert [m["role"] for m in history] == ["user", "assistant", "tool", "user", "assistant"]
     [result] = tool_results_of(history[2])
     assert result["interrupted"] is True, "A's open call was closed as by stop()"
+
+
+def test_a_compact_in_another_process_stops_the_run_and_summarises_the_stores_history(
+    agents: Agents,
+) -> None:
+    a = agents.start("send", input="hang")
+    a.until(lambda line: line == "slow")
+    b = agents.run("compact")
+    assert agents.result(a)["error"] == "aborted", "the superseded caller gets aborted"
+    assert b["summary"].startswith("reply to"), b
+    history = agents.history()
+    assert [m["role"] for m in history] == ["user", "assistant", "tool", "compact"]
+    assert_valid(history)
+    [result] = tool_results_of(history[2])
+    assert result["interrupted"] is True, "A's open call was closed before the summary was written"
 
 
 def test_store_stop_from_a_third_process_ends_the_run(agents: Agents) -> None:
