@@ -97,6 +97,7 @@ class Agent:
         self._lock = threading.Lock()
         self._generation = 0
         self._pool_box: list[Any] = []
+        self._kept: Any = None  # loop.Kept: what one run keeps for the next (made at the first run)
         self._finalizer = weakref.finalize(self, _close_pools, self._pool_box)
 
     # ------------------------------------------------------------ public attributes
@@ -360,8 +361,10 @@ class Agent:
                     raise AgentError("the send was superseded or stopped before it started", kind="aborted")
                 history = overrides.history if overrides.history is not None else self.history
                 entries = self._first_entries(message, deliver, superseding=previous is not None)
+                kept = self._kept = self._kept or _loop.Kept()
+                kept.new_run()  # history may have been edited since the last run
                 try:
-                    appended = self._write_input(history, entries)
+                    appended = self._write_input(history, entries, kept.reuse)
                 except BaseException:
                     # A session conflict writes nothing: the steers taken for delivery go back.
                     self._queues.give_back("steer", [e for e in entries if e is not message])
@@ -388,6 +391,8 @@ class Agent:
                 appended=appended,
                 unannounced=list(appended),
                 on_append=self._committer(self.history),
+                reuse=kept.reuse,
+                memo=kept.memo,
             )
         except BaseException:
             # Superseded, Ctrl-C while the previous run was ending, or a failure before the worker
@@ -403,14 +408,16 @@ class Agent:
         steers = self._queues.take("steer", "all") if deliver else []
         return steers + entries if superseding else entries + steers
 
-    def _write_input(self, history: list[Message], entries: list[Message]) -> list[Message]:
+    def _write_input(
+        self, history: list[Message], entries: list[Message], known: Any = None
+    ) -> list[Message]:
         """Answer open calls, append the input; with a session, commit all of it or write nothing."""
         from .entries import append_to, close_open_calls
 
         if self.session is not None:
             self.session.check(history)
         start = len(history)
-        appended = close_open_calls(history)
+        appended = close_open_calls(history, known)
         for entry in entries:
             append_to(history, entry)
             appended.append(entry)

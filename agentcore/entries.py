@@ -18,13 +18,16 @@ from .tools.shape import interrupted_result
 from .usage import Usage
 
 
-def close_open_calls(history: list[Message]) -> list[Message]:
+def close_open_calls(history: list[Message], known: Any = None) -> list[Message]:
     """Answer calls a loaded history left without a result (a process died mid-tool) as interrupted.
 
     A call without its result makes the vendors reject the conversation on every later request;
     appending the missing results keeps history append-only and valid. Returns what was appended.
+    `known` (a `fold.Reuse`) tells the open calls from the entries its fold has not seen, when it can.
     """
-    pending = open_calls(history)
+    pending = known.open_calls(history) if known is not None else None
+    if pending is None:
+        pending = open_calls(history)
     if not pending:
         return []
     message = tool_message(pending, [interrupted_result() for _ in pending])

@@ -250,7 +250,7 @@ def _http_request(
     timeout, idle_timeout = timeouts
     adapter = get_adapter(protocol)
     wire = adapter.build(request)
-    body = encoded_body(wire.body, active()).encode("utf-8")
+    body = encoded_body(wire.body, active())
     headers = {"Content-Type": "application/json", **wire.headers}
     if request.stream:
         headers.setdefault("Accept", "text/event-stream")

@@ -71,10 +71,26 @@ class Run:
     # The context of the current history length: the budget check and the request of a round
     # (and its retries) share one build, since history only grows during a run.
     context_cache: tuple[int, Context] | None = None
-    # The selected messages of history so far, extended each round by what was appended.
+    # The fold of history so far, extended each round by what was appended; and each entry's token
+    # count and wire form. The agent's own (`Kept`), kept from run to run.
     reuse: Reuse = field(default_factory=Reuse)
-    # Each entry's token count and wire form, computed once per run (see `_utils/memo.py`).
     memo: Memo = field(default_factory=Memo)
+
+
+@dataclass
+class Kept:
+    """What the runs of one agent keep for the next: the fold of history and the memo of its entries.
+
+    Both check that history is still what they were made from (`fold.Reuse`, `_utils/memo.py`);
+    `new_run()` before each run makes them compare it again, since history may have been edited.
+    """
+
+    reuse: Reuse = field(default_factory=Reuse)
+    memo: Memo = field(default_factory=Memo)
+
+    def new_run(self) -> None:
+        self.reuse.new_run()
+        self.memo.new_run()
 
 
 @dataclass
@@ -301,8 +317,8 @@ def _attempt(state: Run, reminder: bool, feedback: AgentError | None) -> tuple[L
 def _attempt_in(state: Run, reminder: bool, feedback: AgentError | None, mode: str) -> tuple[LLMResult, Any]:
     config = state.config
     ctx = _context(state)
-    state.memo.built = list(map(id, ctx.messages))  # the adapters may reuse what they rendered of these
     messages = list(ctx.messages)
+    own = len(messages)  # the build's messages open the request, unless a hook or text mode remakes them
     if reminder:
         messages.append({"role": "user", "content": config["no_tool_prompt"]})
     if feedback is not None:
@@ -317,10 +333,14 @@ def _attempt_in(state: Run, reminder: bool, feedback: AgentError | None, mode: s
         asked = {"step": state.steps + 1, "system": system, "messages": messages, "tools": tools}
         system, messages, tools, schema = state.hooks.prepared(asked, state.tools.schema)
         chars = len(system) + _tokens.messages_chars(messages)
+        own = 0
     if mode == "text":
         system, messages, spec = as_text(system, messages, schema)
         tools = []
         chars = len(system) + _tokens.messages_chars(messages)
+        own = 0
+    # The adapters may reuse what they rendered and encoded of these for an earlier request.
+    state.memo.built = (messages, own) if own else None
     request = _request(state, system, messages, tools)
     state.events.llm_start({"messages": messages, "tools": tools, "system": system})
     partial = _Partial(spec=spec)

@@ -32,7 +32,7 @@ RANKS = [
         "store",
     ),
     ("protocols", "text_tools"),
-    ("llm", "_http", "context", "tool_mode"),
+    ("llm", "_http", "context", "fold", "tool_mode"),
     ("compact", "batch", "entries"),
     ("loop",),
     ("agent", "aio", "subagent"),

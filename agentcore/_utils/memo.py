@@ -1,6 +1,6 @@
-"""Per-run memo of what each history entry costs to render: its token estimate, its wire form.
+"""The memo of what each history entry costs to render: its token estimate, its wire form.
 
-    with activated(Memo()):                 # the loop does this for the length of one run
+    with activated(memo):                   # the loop does this for the length of one run
         chars = recall(("chars",), content, lambda: count(content))
 
 History is append-only for the library's own writes, so an entry's rendering could be kept
@@ -12,9 +12,10 @@ C and stops at shared strings by identity, so it costs a small fraction of rende
 Numbers and booleans are compared by type too (`1 == True == 1.0` in Python, not in JSON).
 The one edit not detected: reordering a dict's keys while keeping every value.
 
-The memo lives as long as one run (a `send`), in a context variable the loop sets: it holds at
-most a snapshot per entry the run rendered and is dropped with the run, so nothing outlives the
-agent. `ENABLED = False` turns every lookup into a fresh computation (the equivalence tests).
+One memo serves all the runs of one agent (the loop activates it in a context variable for
+each run). `new_run()` starts a generation: what the previous run did not use is dropped then,
+so the memo holds at most what two runs rendered and goes with the agent. `ENABLED = False`
+turns every lookup into a fresh computation (the equivalence tests).
 """
 
 from __future__ import annotations
@@ -39,19 +40,25 @@ class Memo:
 
     def __init__(self) -> None:
         self._store: dict[Hashable, tuple[Any, Any]] = {}
-        # The ids of the messages the loop's context build made for the current request, in order
-        # (objects it makes anew whenever the entries they come from are not the ones it folded
-        # before; see `context.Reuse`).
-        self.built: list[int] = []
-        # Per protocol: those messages of an earlier request and their wire forms (`_common.py`).
-        self.requests: dict[Hashable, Any] = {}
-        # Runs of wire messages the adapters made for a request, by the id of the first one, and
-        # the JSON text of the longest such run encoded so far (`_common.encoded_body`).
-        self.runs: dict[int, tuple[list[Any], list[int]]] = {}
-        self.encoded: dict[int, tuple[list[Any], list[int], str]] = {}
+        self._previous: dict[Hashable, tuple[Any, Any]] = {}  # the previous run's, until used again
+        # The current request's message list and how many of its first messages the loop's
+        # context build made (objects the build keeps while the entries they come from are
+        # unchanged; see `fold.Reuse`). None when the request's messages are not the build's.
+        self.built: tuple[list[Any], int] | None = None
+        # The latest request's build messages with their wire forms and the JSON text of those,
+        # for the protocol and render settings they were made for (`_common.rendered_all`).
+        self.wire: Any = None
+
+    def new_run(self) -> None:
+        """A run begins: entries the previous run did not use go at the next `new_run`."""
+        self._previous, self._store = self._store, {}
 
     def recall(self, key: Hashable, source: Any, compute: Callable[[], T]) -> T:
         hit = self._store.get(key)
+        if hit is None and self._previous:
+            hit = self._previous.pop(key, None)
+            if hit is not None:
+                self._store[key] = hit
         # The snapshot goes on the left, so its strict scalars decide the comparison.
         if hit is not None and hit[0] == source:
             value: T = hit[1]
@@ -61,7 +68,7 @@ class Memo:
         return value
 
     def __len__(self) -> int:
-        return len(self._store)
+        return len(self._store) + len(self._previous)
 
 
 def active() -> Memo | None:
