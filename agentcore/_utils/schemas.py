@@ -118,11 +118,40 @@ _ANNOTATIONS: dict[str, Any] = {
 }
 # Every other 2020-12 keyword (and the older ones jsonschema still reads): not ours to check.
 _OTHERS = frozenset(
-    "$id $anchor $dynamicRef $dynamicAnchor $vocabulary $recursiveRef $recursiveAnchor definitions "
-    "dependencies allOf oneOf not if then else dependentSchemas contains patternProperties "
-    "propertyNames unevaluatedItems unevaluatedProperties multipleOf uniqueItems maxContains "
-    "minContains maxProperties minProperties dependentRequired contentEncoding contentMediaType "
-    "contentSchema additionalItems".split()
+    [
+        "$id",
+        "$anchor",
+        "$dynamicRef",
+        "$dynamicAnchor",
+        "$vocabulary",
+        "$recursiveRef",
+        "$recursiveAnchor",
+        "definitions",
+        "dependencies",
+        "allOf",
+        "oneOf",
+        "not",
+        "if",
+        "then",
+        "else",
+        "dependentSchemas",
+        "contains",
+        "patternProperties",
+        "propertyNames",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+        "multipleOf",
+        "uniqueItems",
+        "maxContains",
+        "minContains",
+        "maxProperties",
+        "minProperties",
+        "dependentRequired",
+        "contentEncoding",
+        "contentMediaType",
+        "contentSchema",
+        "additionalItems",
+    ]
 )
 _TYPES: dict[str, Check] = {
     "null": lambda v: v is None,
