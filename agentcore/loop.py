@@ -124,7 +124,10 @@ def run(state: Run) -> SendResult:
     state.events.agent_start()
     try:
         with activated(state.memo), reusing(Workers()):
-            result = _rounds(state)
+            try:
+                result = _rounds(state)
+            finally:
+                state.memo.new_run()  # between sends the agent keeps only what the next one reuses
     except HookFailed as failed:
         error = failed.to_error()
         state.events.agent_end(error=error, steps=state.steps, usage=state.usage)
@@ -360,6 +363,8 @@ def _attempt_in(state: Run, reminder: bool, feedback: AgentError | None, mode: s
         if error.kind != "aborted":
             state.partial = None
         raise
+    finally:
+        state.memo.built = None  # the request is made: nothing else may take its messages for its own
     state.partial = None
     if result.usage_reported:
         state.usage.add(result.usage)

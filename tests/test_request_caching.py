@@ -628,21 +628,16 @@ def test_the_open_calls_a_send_closes_come_from_the_fold_when_it_can_tell() -> N
     assert reuse.open_calls(history) is None  # the fold no longer describes history
 
 
-def test_the_memo_keeps_what_the_latest_two_runs_used() -> None:
-    """Rule: one memo serves all of an agent's runs; an entry no run used since the one before the
-    latest goes, so the memo holds at most what two runs rendered."""
-    memo = Memo()
-    content = [{"type": "text", "text": "abc"}]
+def test_the_memo_keeps_its_entries_for_one_run_and_the_latest_wire_forms_for_the_next() -> None:
+    """Rule: the per-entry memo serves the run that filled it and is emptied when a run begins or
+    ends; what the next send reuses is the kept fold and the latest request's wire forms."""
+    history, memo, reuse = [h.user("go"), *a_turn(0)], Memo(), context.Reuse()
     with activated(memo):
-        tokens.message_chars({"role": "user", "content": content})
-    assert len(memo) == 1
+        body(history, "anthropic", CAPS, "error", reuse)
+    assert len(memo) > 0 and memo.built is not None and memo.wire is not None
+    wire = memo.wire
     memo.new_run()
-    with activated(memo):
-        tokens.message_chars({"role": "user", "content": content})  # used again: kept
-    memo.new_run()
-    assert len(memo) == 1
-    memo.new_run()
-    assert len(memo) == 0
+    assert len(memo) == 0 and memo.built is None and memo.wire is wire
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

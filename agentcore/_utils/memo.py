@@ -13,9 +13,11 @@ Numbers and booleans are compared by type too (`1 == True == 1.0` in Python, not
 The one edit not detected: reordering a dict's keys while keeping every value.
 
 One memo serves all the runs of one agent (the loop activates it in a context variable for
-each run). `new_run()` starts a generation: what the previous run did not use is dropped then,
-so the memo holds at most what two runs rendered and goes with the agent. `ENABLED = False`
-turns every lookup into a fresh computation (the equivalence tests).
+each run). Its entries serve the run that made them and are dropped when the next run begins:
+from one send to the next, the kept fold (`fold.Reuse`) and `wire`, the wire forms and JSON text
+of the latest request, carry what is still valid, and an agent between sends holds no more.
+`ENABLED = False` switches every request cache off, this one and the kept fold (the equivalence
+tests).
 """
 
 from __future__ import annotations
@@ -40,7 +42,6 @@ class Memo:
 
     def __init__(self) -> None:
         self._store: dict[Hashable, tuple[Any, Any]] = {}
-        self._previous: dict[Hashable, tuple[Any, Any]] = {}  # the previous run's, until used again
         # The current request's message list and how many of its first messages the loop's
         # context build made (objects the build keeps while the entries they come from are
         # unchanged; see `fold.Reuse`). None when the request's messages are not the build's.
@@ -50,15 +51,12 @@ class Memo:
         self.wire: Any = None
 
     def new_run(self) -> None:
-        """A run begins: entries the previous run did not use go at the next `new_run`."""
-        self._previous, self._store = self._store, {}
+        """A run begins or ends: the entries of the last one go (`wire` stays, for the next request)."""
+        self._store = {}
+        self.built = None
 
     def recall(self, key: Hashable, source: Any, compute: Callable[[], T]) -> T:
         hit = self._store.get(key)
-        if hit is None and self._previous:
-            hit = self._previous.pop(key, None)
-            if hit is not None:
-                self._store[key] = hit
         # The snapshot goes on the left, so its strict scalars decide the comparison.
         if hit is not None and hit[0] == source:
             value: T = hit[1]
@@ -68,7 +66,7 @@ class Memo:
         return value
 
     def __len__(self) -> int:
-        return len(self._store) + len(self._previous)
+        return len(self._store)
 
 
 def active() -> Memo | None:

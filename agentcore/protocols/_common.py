@@ -231,8 +231,15 @@ def data_url(media_type: str, data: str) -> str:
 
 
 def render_settings(request: Request) -> Hashable:
-    """What an entry's wire form depends on besides the entry: the capabilities, the media fallback."""
-    return (tuple(sorted(request.capabilities.items())), request.media_fallback)
+    """What an entry's wire form depends on besides the entry: the capabilities, the media fallback.
+
+    One object per distinct value in the process: the memos of many agents hold it, not copies.
+    """
+    settings = (tuple(sorted(request.capabilities.items())), request.media_fallback)
+    return _SETTINGS.setdefault(settings, settings) if len(_SETTINGS) < 256 else settings
+
+
+_SETTINGS: dict[Hashable, Hashable] = {}
 
 
 def rendered(
