@@ -13,10 +13,17 @@ bodies ended by close) the `http.client` response that took it over. The duplica
 when the connection goes back to the pool and when the call ends, so a late cancel never cuts
 another call that reuses the connection. Only `llm.py` imports this module, and it is the only
 place (with llm.py) where `requests` / `urllib3` are imported — lazily, on first use.
+
+A pooled connection the server closed just as the request went out (it said keep-alive, then
+hung up after its reply) fails before any byte of a response: that request is sent again at
+once, once, on a new connection — no retry, no backoff (`Call.post`). A failure after a response
+byte, on a new connection, or by a cancel or a timeout is never resent here.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import socket
 import threading
@@ -26,6 +33,7 @@ from typing import Any
 
 from ._utils.cancel import Signal
 
+log = logging.getLogger("agentcore")
 _CHUNK = 65536
 _local = threading.local()
 _session: Any = None
@@ -46,6 +54,11 @@ class Call:
         self._cuts: dict[int, socket.socket] = {}  # id(connection) -> duplicate of its socket
         self._unlisten: Callable[[], None] | None = None
         self.response: Any = None
+        # Of the latest attempt: sent on a connection that had carried a request before, and
+        # whether a byte of the response arrived; `resent` once a stale connection was replaced.
+        self.reused = False
+        self.received = False
+        self.resent = False
 
     def __enter__(self) -> Call:
         _local.call = self
@@ -95,6 +108,30 @@ class Call:
                 _shutdown(duplicate)
 
     def post(self, url: str, body: bytes, headers: dict[str, str], timeout_s: float | None) -> Any:
+        """POST `body`; a request the server dropped on a stale pooled connection goes again, once."""
+        try:
+            return self._post(url, body, headers, timeout_s)
+        except Exception as exc:
+            if not self._stale(exc):
+                raise
+            log.debug("the server closed a pooled connection as the request was sent; sending it again")
+        # urllib3 put the dropped connection's slot back first (its pool is a LIFO queue), so
+        # the request goes out on a new connection, not on another idle one.
+        self.resent = True
+        return self._post(url, body, headers, timeout_s)
+
+    def _stale(self, exc: BaseException) -> bool:
+        """The attempt failed on a reused connection before any byte of a response arrived: the
+        server had closed it (what urllib3's and the official SDKs' pools resend at once)."""
+        import requests
+
+        if not self.reused or self.received or self.resent or self.aborted or self.idle_expired:
+            return False
+        return isinstance(exc, requests.exceptions.ConnectionError) and not isinstance(
+            exc, requests.exceptions.Timeout
+        )
+
+    def _post(self, url: str, body: bytes, headers: dict[str, str], timeout_s: float | None) -> Any:
         timeout = (timeout_s, timeout_s)
         s = session()
         settings = environment_settings(url)
@@ -364,6 +401,36 @@ def _is_default_timeout(value: Any) -> bool:
     return value is sentinel or value is socket._GLOBAL_DEFAULT_TIMEOUT  # type: ignore[attr-defined]
 
 
+def _starting(conn: Any) -> None:
+    """`conn` is about to send a request: the current Call owns its socket and learns whether
+    that socket already carried a request (`agentcore_served`, reset by each new socket)."""
+    call = _current()
+    if call is None:
+        return
+    sock = getattr(conn, "sock", None)
+    call.own(conn, sock)
+    call.reused = sock is not None and getattr(conn, "agentcore_served", 0) > 0
+    call.received = False
+
+
+@functools.lru_cache(maxsize=1)
+def _response_class() -> Any:
+    """http.client's response, telling the current Call when the first byte of a response arrived."""
+    import http.client
+
+    class FirstByte(http.client.HTTPResponse):
+        def begin(self) -> None:
+            call = _current()
+            if self.headers is None and call is not None:
+                # peek() takes nothing from the stream: the status line is read as usual.
+                if not self.fp.peek(1):
+                    raise http.client.RemoteDisconnected("Remote end closed connection without response")
+                call.received = True
+            super().begin()
+
+    return FirstByte
+
+
 def _tracked_adapter_class() -> Any:
     """An HTTPAdapter whose connections hand the current `Call` their sockets."""
     import urllib3.exceptions
@@ -384,8 +451,11 @@ def _tracked_adapter_class() -> Any:
         host: str
         timeout: Any
 
+        response_class = _response_class()
+
         def _new_conn(self) -> socket.socket:
             # urllib3's own _new_conn, with the socket handed over before connect() blocks.
+            self.agentcore_served = 0
             try:
                 return _create_connection(self)
             except socket.gaierror as e:
@@ -399,10 +469,10 @@ def _tracked_adapter_class() -> Any:
                 raise NewConnectionError(self, f"Failed to establish a new connection: {e}") from e  # type: ignore[arg-type]
 
         def request(self, *args: Any, **kwargs: Any) -> Any:
-            call = _current()
-            if call is not None:
-                call.own(self, getattr(self, "sock", None))
-            return super().request(*args, **kwargs)  # type: ignore[misc]
+            _starting(self)
+            result = super().request(*args, **kwargs)  # type: ignore[misc]
+            self.agentcore_served = getattr(self, "agentcore_served", 0) + 1
+            return result
 
     class Returned:
         """Mixed into the pools: a connection back in the pool belongs to no call until the next send."""

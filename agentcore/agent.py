@@ -13,24 +13,32 @@ to it would interleave.
 
 from __future__ import annotations
 
+import copy
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import config as _config
-from ._utils.cancel import Signal, follow
+from . import runs as _runs
+from ._utils.cancel import Signal
 from ._utils.ids import random_hex
-from ._utils.threads import owned_by, owner, spawn
 from .errors import AgentError
 from .events import Emitter, Listener, Listeners, Run, start_stream
 from .hooks import Hooks, check_hooks
-from .inputs import Overrides, check_callbacks, check_types, initial_tools, prepare_resume, prepare_send
+from .inputs import (
+    Overrides,
+    check_callbacks,
+    check_types,
+    initial_tools,
+    prepare_resume,
+    prepare_send,
+    write_back,
+)
 from .queues import Queues, queued_entry
 from .result import SendResult
-from .tools.handlers import FileTool
-from .tools.toolset import ToolSet
+from .runs import Running, Runs
+from .tools.handlers import FileTool, ToolSet
 
 if TYPE_CHECKING:
     from . import loop as _loop
@@ -41,15 +49,6 @@ if TYPE_CHECKING:
 Message = dict[str, Any]
 
 __all__ = ["Agent", "SendResult"]
-
-
-@dataclass
-class Running:
-    """`agent.running` while a send / resume / compact runs: `.cancel` stops it, `.thread` runs it."""
-
-    cancel: Signal = field(default_factory=Signal)
-    thread: threading.Thread | None = None
-    done: threading.Event = field(default_factory=threading.Event)
 
 
 class Agent:
@@ -65,6 +64,10 @@ class Agent:
         hooks: deciding hooks (API.md §Hooks).
         session: a store session (`store.session(id)`): history is loaded from it here, and every
             entry appended to it is committed to the store (API.md §Sessions).
+
+    This class is the public face (API.md §Agent), one method per documented call, hence their
+    number; each is a few lines over runs.py (which task runs, on which thread), inputs.py (what
+    callers pass) and loop.py (the run itself).
     """
 
     def __init__(
@@ -93,9 +96,7 @@ class Agent:
             history = session.load()
         self.history: list[Message] = history if history is not None else []
         self.id: str = id if id is not None else random_hex()
-        self.running: Running | None = None
-        self._lock = threading.Lock()
-        self._generation = 0
+        self._runs = Runs(self.id[:8])
         self._pool_box: list[Any] = []
         self._kept: Any = None  # loop.Kept: what one run keeps for the next (made at the first run)
         self._finalizer = weakref.finalize(self, _close_pools, self._pool_box)
@@ -110,6 +111,11 @@ class Agent:
     @property
     def callbacks(self) -> dict[str, Callable[..., Any]]:
         return dict(self._callbacks)
+
+    @property
+    def running(self) -> Running | None:
+        """None when idle, else the running task: `.cancel` (an Event) stops it, `.thread` runs it."""
+        return self._runs.running
 
     def __repr__(self) -> str:
         state = "running" if self.running is not None else "idle"
@@ -203,7 +209,9 @@ class Agent:
         """This agent as a memory tool: each call runs a fresh copy on the call's task (subagent.py)."""
         from . import subagent
 
-        return subagent.as_tool(self, name, description, input_schema=input_schema, output=output)
+        return subagent.as_tool(
+            self._fresh_copy, self._config, name, description, input_schema=input_schema, output=output
+        )
 
     # ------------------------------------------------------------ async callers (aio.py)
 
@@ -241,7 +249,7 @@ class Agent:
             callbacks["on_retry"] = on_retry
         overrides = Overrides(self._config, None, None, callbacks={}, hooks={})
         running, state = self._start(overrides, None, None, deliver=False, callbacks=callbacks)
-        return str(self._drive(running, lambda: _loop.compact_run(state)))
+        return str(self._runs.drive(running, lambda: _loop.compact_run(state)))
 
     def reload(self) -> None:
         """Refill `agent.history` (the same list) from the session's store; stops what is running first."""
@@ -257,26 +265,18 @@ class Agent:
         Returns True if something was running. From inside the run (a callback or a memory
         tool) it only sets the cancel event.
         """
-        running = self.running
-        if running is None:
+        if not self._runs.stop():
             return False
-        running.cancel.set()
-        if self._inside_run():
-            return True
-        running.done.wait()
         pool = self._pool_box[0] if self._pool_box else None
-        if pool is not None:
+        if pool is not None and not self._runs.inside():
             pool.kill_running()
         return True
 
     def close(self) -> None:
         """Stop what is running and kill the agent's idle tool processes."""
-        if self._inside_run():
-            if self.running is not None:
-                self.running.cancel.set()
-            return
         self.stop()
-        _close_pools(self._pool_box)
+        if not self._runs.inside():
+            _close_pools(self._pool_box)
 
     def __enter__(self) -> Agent:
         return self
@@ -308,28 +308,19 @@ class Agent:
         from . import loop as _loop
 
         running, state = self._start(overrides, message, cancel, sinks=sinks, run_id=run_id)
-        result: SendResult = self._drive(running, lambda: _loop.run(state), cancel)
+        result: SendResult = self._runs.drive(running, lambda: _loop.run(state), cancel)
         return result
 
-    def _stream(
-        self,
-        overrides: Overrides,
-        message: Message | None,
-        cancel: threading.Event | None,
-        launch: Callable[[Callable[[], None], str], Any] | None = None,
-    ) -> Run:
-        """The run of `_run`, driven from a thread of its own; its events go to the Run's feed.
-
-        `launch(drive, name)` starts that thread (aio.py hands it to a starter thread, so that an
-        event loop never waits for a thread to start).
-        """
+    def _stream(self, overrides: Overrides, message: Message | None, cancel: threading.Event | None) -> Run:
+        """The run of `_run`, driven from a thread of its own; its events go to the Run's feed."""
         if cancel is not None and cancel.is_set():
             raise AgentError("the send was cancelled before it started", kind="aborted")
 
         def run(own: Signal, sink: Listener, run_id: str) -> SendResult:
             return self._run(overrides, message, own, sinks=(sink,), run_id=run_id)
 
-        return start_stream(self, run, cancel, launch or _spawn, f"agentcore-stream-{self.id[:8]}")
+        name = f"agentcore-stream-{self._runs.name}"
+        return start_stream(run, cancel, _runs.launch, name, agent_id=self.id, owner=self._runs)
 
     def _start(
         self,
@@ -341,160 +332,103 @@ class Agent:
         callbacks: Mapping[str, Callable[..., Any]] | None = None,
         sinks: Sequence[Listener] = (),
         run_id: str | None = None,
-    ) -> tuple[Running, _loop.Run]:
-        """Supersede the running task, then apply overrides and the input — unless superseded meanwhile."""
-        from . import loop as _loop
+    ) -> tuple[Running, _loop.RunState]:
+        """Supersede the running task, then write the input and apply overrides — unless superseded first."""
 
-        running = Running()
-        with self._lock:
-            self._generation += 1
-            generation = self._generation
-            previous, self.running = self.running, running
-        try:
-            if previous is not None:
-                previous.cancel.set()
-                previous.done.wait()
-            with self._lock:
-                superseded = self._generation != generation or running.cancel.is_set()
-                superseded = superseded or (cancel is not None and cancel.is_set())
-                if superseded:
-                    raise AgentError("the send was superseded or stopped before it started", kind="aborted")
-                history = overrides.history if overrides.history is not None else self.history
-                entries = self._first_entries(message, deliver, superseding=previous is not None)
-                kept = self._kept = self._kept or _loop.Kept()
-                kept.new_run()  # history may have been edited since the last run
-                try:
-                    appended = self._write_input(history, entries, kept.reuse)
-                except BaseException:
-                    # A session conflict writes nothing: the steers taken for delivery go back.
-                    self._queues.give_back("steer", [e for e in entries if e is not message])
-                    raise
-                overrides.apply(self)
-            events = Emitter(
-                self.id,
-                run_id or random_hex(),
-                dict(callbacks or self._callbacks),
-                self._listeners,
-                sinks,
-                config=self._config,
-            )
-            state = _loop.Run(
-                agent_id=self.id,
-                history=self.history,
-                config=self._config,
-                tools=self._effective_tools(),
-                events=events,
-                cancel=running.cancel,
-                pool=self._pool(),
-                hooks=Hooks(self._hooks),
-                queues=self._queues,
-                appended=appended,
-                unannounced=list(appended),
-                on_append=self._committer(self.history),
-                reuse=kept.reuse,
-                memo=kept.memo,
-            )
-        except BaseException:
-            # Superseded, Ctrl-C while the previous run was ending, or a failure before the worker
-            # exists: this task never runs, so it must not stay in `agent.running` (a later
-            # send or stop() would wait for it forever).
-            self._release(running)
-            raise
-        return running, state
+        def admit(running: Running, superseding: bool) -> _loop.RunState:
+            kept = self._kept_for_a_run()
+            appended = self._write_first(overrides, message, kept, deliver=deliver, superseding=superseding)
+            self._apply(overrides)
+            return self._run_state(running, appended, kept, callbacks, sinks, run_id)
 
-    def _first_entries(self, message: Message | None, deliver: bool, *, superseding: bool) -> list[Message]:
-        """The input and the queued steers: steers follow the input, or precede it when superseding."""
+        return self._runs.begin(admit, cancel)
+
+    def _write_first(
+        self, overrides: Overrides, message: Message | None, kept: Any, *, deliver: bool, superseding: bool
+    ) -> list[Message]:
+        """Append the input and the queued steers (with a session: all of it or nothing); returns them.
+
+        Steers follow the input, or precede it when superseding (they were meant for the old run).
+        """
+        from .history import write_input
+
+        history = overrides.history if overrides.history is not None else self.history
         entries = [message] if message is not None else []
         steers = self._queues.take("steer", "all") if deliver else []
-        return steers + entries if superseding else entries + steers
-
-    def _write_input(
-        self, history: list[Message], entries: list[Message], known: Any = None
-    ) -> list[Message]:
-        """Answer open calls, append the input; with a session, commit all of it or write nothing."""
-        from .entries import append_to, close_open_calls
-
-        if self.session is not None:
-            self.session.check(history)
-        start = len(history)
-        appended = close_open_calls(history, known)
-        for entry in entries:
-            append_to(history, entry)
-            appended.append(entry)
-        if self.session is not None:
-            try:
-                self.session.commit(history)
-            except BaseException:
-                del history[start:]
-                raise
-        return appended
-
-    def _committer(self, history: list[Message]) -> Callable[[Message], None] | None:
-        session = self.session
-        if session is None:
-            return None
-        return lambda _message: session.commit(history)
-
-    def _drive(self, running: Running, body: Callable[[], Any], cancel: threading.Event | None = None) -> Any:
-        """Run `body` on a worker thread and wait for it; Ctrl-C stops the run, then re-raises."""
-        box: dict[str, Any] = {}
-        unfollow = follow(cancel, running.cancel) if cancel is not None else None
-        # Ctrl-C can land before the thread exists (inside `Thread.start`): then the send is
-        # abandoned and a thread that starts afterwards must not run it.
-        gate = threading.Lock()
-
-        def work() -> None:
-            with gate:
-                if box.get("abandoned"):
-                    return
-                box["begun"] = True
-            with owned_by(self):
-                try:
-                    box["result"] = body()
-                except BaseException as exc:
-                    box["error"] = exc
-                finally:
-                    self._release(running)
-
-        # Set before the thread starts: its own callbacks may read `agent.running.thread`.
-        running.thread = spawn(work, name=f"agentcore-run-{self.id[:8]}", start=False)
         try:
-            # Inside the `try`: on a busy machine the run can reach the model before `start()`
-            # returns here, and a Ctrl-C in that moment must still stop it.
-            running.thread.start()
-            running.done.wait()
-        except KeyboardInterrupt:
-            running.cancel.set()
-            self._await_interrupted(running, box, gate)
+            ordered = steers + entries if superseding else entries + steers
+            return write_input(history, ordered, self.session, known=kept.reuse)
+        except BaseException:
+            self._queues.give_back("steer", steers)  # nothing was written: they wait for the next run
             raise
-        finally:
-            if unfollow is not None:
-                unfollow()
-        if "error" in box:
-            error = box["error"]
-            if isinstance(error, AgentError):
-                raise error
-            raise AgentError(
-                f"the run failed: {type(error).__name__}: {error}", kind="unknown", cause=error
-            ) from error
-        return box["result"]
 
-    def _await_interrupted(self, running: Running, box: dict[str, Any], gate: threading.Lock) -> None:
-        """After Ctrl-C: wait for a run that has begun to close its history; abandon one that has not."""
-        with gate:
-            begun = bool(box.get("begun"))
-            box["abandoned"] = not begun
-        if begun:
-            running.done.wait()
-        else:
-            self._release(running)
+    def _run_state(
+        self,
+        running: Running,
+        appended: list[Message],
+        kept: Any,
+        callbacks: Mapping[str, Callable[..., Any]] | None,
+        sinks: Sequence[Listener],
+        run_id: str | None,
+    ) -> _loop.RunState:
+        """What the loop needs for the run `running` (its named points: `events`)."""
+        from . import loop as _loop
 
-    def _release(self, running: Running) -> None:
-        """End `running`: clear `agent.running` if it is still this one, and wake its waiters."""
-        with self._lock:
-            if self.running is running:
-                self.running = None
-        running.done.set()
+        events = Emitter(
+            self.id,
+            run_id or random_hex(),
+            dict(callbacks or self._callbacks),
+            self._listeners,
+            sinks,
+            config=self._config,
+        )
+        session, history = self.session, self.history
+        return _loop.RunState(
+            agent_id=self.id,
+            history=history,
+            config=self._config,
+            tools=self._effective_tools(),
+            events=events,
+            cancel=running.cancel,
+            pool=self._pool(),
+            hooks=Hooks(self._hooks),
+            queues=self._queues,
+            appended=appended,
+            unannounced=list(appended),
+            on_append=None if session is None else lambda _entry: session.commit(history),
+            reuse=kept.reuse,
+            memo=kept.memo,
+        )
+
+    def _kept_for_a_run(self) -> Any:
+        """What this agent's runs keep for the next (loop.Kept), to compare with history anew."""
+        from . import loop as _loop
+
+        if self._kept is None:
+            self._kept = _loop.Kept()
+        self._kept.new_run()  # history may have been edited since the last run
+        return self._kept
+
+    def _apply(self, overrides: Overrides) -> None:
+        """What a send was given stays in force (API.md §Agent `send`): written once it is sure to run."""
+        self._config = _config.Config(overrides.config)
+        if overrides.history is not None:
+            self.history = overrides.history
+        if overrides.tools is not None:
+            self.tools = overrides.tools
+        write_back(self._callbacks, overrides.callbacks)
+        write_back(self._hooks, overrides.hooks)
+
+    def _fresh_copy(self) -> Agent:
+        """A new agent with this one's config, tools, hooks, callbacks and a copy of its history (as_tool)."""
+        return type(self)(
+            config=self._config,
+            tools=self.tools,
+            callbacks=self._callbacks,
+            history=copy.deepcopy(self.history),
+            id=self.id,
+            hooks=self._hooks,
+        )
 
     def _effective_tools(self) -> ToolSet:
         if not self._config["capabilities"].get("tools", True):
@@ -514,16 +448,9 @@ class Agent:
             pool.max_concurrency = limit
         return pool
 
-    def _inside_run(self) -> bool:
-        return owner() is self
-
     def _refuse_inside_run(self, what: str) -> None:
-        if self._inside_run():
+        if self._runs.inside():
             raise AgentError(f"{what}() cannot be called from inside this agent's own run", kind="request")
-
-
-def _spawn(target: Callable[[], None], name: str) -> None:
-    spawn(target, name=name)
 
 
 def _close_pools(box: list[Any]) -> None:

@@ -19,7 +19,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ._utils.threads import spawn
-from .events import Event, Feed, Run
+from .events import Event, Feed, Run, feed_of
+from .runs import launched_by
 
 __all__ = ["aresume", "asend", "astream"]
 
@@ -31,7 +32,9 @@ async def asend(agent: Any, input: Any, *, cancel: threading.Event | None = None
 
 async def aresume(agent: Any, *, cancel: threading.Event | None = None, **kwargs: Any) -> Any:
     """`agent.resume(**kwargs)` as a coroutine."""
-    return await _result(agent._stream(agent._prepare_resume(**kwargs), None, cancel, _launch))
+    with launched_by(_launch):
+        run: Run = agent.stream_resume(cancel=cancel, **kwargs)
+    return await _result(run)
 
 
 def astream(
@@ -42,8 +45,9 @@ def astream(
 
 
 def _start_send(agent: Any, input: Any, cancel: threading.Event | None, kwargs: dict[str, Any]) -> Run:
-    overrides, message = agent._prepare_send(input, **kwargs)
-    run: Run = agent._stream(overrides, message, cancel, _launch)
+    """`agent.stream(...)`, its thread started off the event loop (see `_launch`)."""
+    with launched_by(_launch):
+        run: Run = agent.stream(input, cancel=cancel, **kwargs)
     return run
 
 
@@ -71,7 +75,7 @@ def _start_threads() -> None:
 
 
 async def _result(run: Run) -> Any:
-    feed = run._feed
+    feed = feed_of(run)
     try:
         await _ended(feed)
     except asyncio.CancelledError:
@@ -104,7 +108,7 @@ async def _ended(feed: Feed) -> None:
 
 
 async def _events(run: Run) -> AsyncIterator[Event]:
-    feed = run._feed
+    feed = feed_of(run)
     loop = asyncio.get_running_loop()
     woken = asyncio.Event()
     feed.waker = lambda: _call_soon(loop, woken.set)

@@ -22,8 +22,8 @@ from .events import Emitter, ToolScope, tool_scope
 from .hooks import HookFailed, Hooks
 from .protocols.base import ToolCall
 from .tools.execute import check_call, run_checked
+from .tools.handlers import ToolSet
 from .tools.shape import denied_result, error_result, interrupted_result, shape, validate_block
-from .tools.toolset import ToolSet
 
 _PER_CALL_CALLBACKS = ("on_tool_call", "on_permission", "on_tool_output", "on_tool_result")
 

@@ -1,5 +1,6 @@
-"""Tool-call ids: unique in a history, whatever the server sends.
+"""Tool-call ids: the calls and results of a history paired by id, and ids unique whatever the server sends.
 
+    tool_calls_of(message), tool_results_of(message)          # an entry's call / result parts
     result = unique_reply(result, history, protocol="chat")   # a reply about to become history
     messages = paired(history)                                 # a loaded history, as it must travel
     open_calls(history)                                        # calls still waiting for a result
@@ -17,11 +18,30 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._utils.ids import random_hex
-from .history import Message, tool_calls_of
-from .protocols.base import LLMResult, ToolCall
+
+if TYPE_CHECKING:
+    from .protocols.base import LLMResult, ToolCall
+
+Message = dict[str, Any]
+
+
+def tool_calls_of(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The tool-call parts of an assistant message."""
+    content = message.get("content")
+    if message.get("role") != "assistant" or not isinstance(content, list):
+        return []
+    return [p for p in content if isinstance(p, dict) and p.get("type") == "tool-call"]
+
+
+def tool_results_of(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The tool-result parts of a tool message."""
+    content = message.get("content")
+    if message.get("role") != "tool" or not isinstance(content, list):
+        return []
+    return [p for p in content if isinstance(p, dict) and p.get("type") == "tool-result"]
 
 
 def fresh_id() -> str:

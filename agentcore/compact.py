@@ -7,14 +7,18 @@
 The summary request carries the same turn selection as a normal request, rendered as a
 transcript (so it needs no tool declarations and works on every protocol), with the previous
 summary as background so still-valid facts survive, and asks to keep the user's original goal.
-Nothing is ever removed from history: the caller appends the summary.
+It fits the model's context (the smaller limit a server named in an overflow error included)
+and its output is bounded. Nothing is ever removed from history: the caller appends the summary.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ._utils import tokens as _tokens
@@ -22,12 +26,12 @@ from ._utils.cancel import Signal, child
 from ._utils.notify import notify
 from ._utils.retry import RetryPolicy
 from ._utils.retry import call as with_retries
-from .call_ids import paired
 from .context import HEAD_SHARE, HEAD_TURNS, TAIL_SHARE, excerpted_input, is_compact_turn, latest_summary
 from .errors import AgentError
 from .events import error_info
-from .history import render, turns
+from .history import Message, paired, render, turns
 from .protocols.base import DEFAULT_CAPABILITIES, LLMResult, Request
+from .protocols.errors import context_limit
 from .usage import Usage
 
 SUMMARY_SYSTEM = (
@@ -46,6 +50,16 @@ SUMMARY_INSTRUCTION = "\n".join(
         "Write plain text, concise but complete. Do not invent anything. Do not address the user.",
     ]
 )
+# The output bound of a summary request unless `compact.provider.max_output_tokens` sets one:
+# room for a thorough summary; a model with a small context gets an eighth of it (1024 tokens
+# for 8k), since the summary then travels in every later request, and a local model writes it
+# in a minute or two instead of generating until its context is full.
+SUMMARY_MAX_TOKENS = 2048
+MIN_SUMMARY_TOKENS = 256
+# Of the context a summary request may fill, the share its estimated input may take.
+INPUT_SHARE = 0.9
+# The context assumed when max_context_tokens is infinite and no server has named its limit.
+UNBOUNDED_ROOM = 128000
 log = logging.getLogger("agentcore")
 
 # `events.Emitter.note`: an internal point's type and keys.
@@ -73,105 +87,191 @@ def run(
 ) -> dict[str, Any]:
     """Write a summary of `history`. Returns `{"content": str, "usage": Usage, "input_excerpted": bool}`.
 
+    The summary request fits the model's context: `max_context_tokens`, or the smaller limit
+    the server named in an overflow error (`_utils/tokens.limits`), less the request's output
+    bound (see `summary_max_tokens`); what it carries is chosen by `select_transcript`.
     `input_excerpted` is True when the latest user turn is too large for its share of the
     budget, so later requests carry only the summary's excerpt of it (also logged at WARNING).
 
     Args:
         connection: `base_url`, `api_key`, `model`, and optionally `protocol`, `provider`,
-            `stream`, `request_timeout`, `capabilities`, `cache`.
+            `stream`, `request_timeout`, `capabilities`, `cache`, `max_tokens` (the output
+            bound of each summary request) and `agent_max_tokens` (a cap on the default
+            bound); see `summary_max_tokens`.
         previous: the previous summary; defaults to the latest compact entry of `history`.
         observe: hears `chat_start` / `chat_end` / `chat_error` around each HTTP attempt
             (`events.Emitter.note`: a compaction's requests get their telemetry spans).
 
     Raises:
-        AgentError: the request failed, or the summary came back empty (kind "unknown").
+        AgentError: a request failed (an overflow of a summary request included: its limit is
+            remembered for the next try), or the summary came back empty (kind "unknown").
     """
     signal, unfollow = child(cancel)
     try:
-        return _run(
-            history,
-            system,
-            tools,
-            connection,
-            previous,
-            on_compact,
-            signal,
-            max_context_tokens,
-            retry,
-            on_retry,
-            observe,
-        )
+        send = _Sender(connection, signal, on_compact, retry, on_retry, observe)
+        plan = _plan(history, system, connection, previous, max_context_tokens)
+        notify(on_compact, {"type": "compact-start"})
+        content, usage = _summarise(plan, send)
     finally:
         unfollow()
-
-
-def _run(
-    history: Sequence[Mapping[str, Any]],
-    system: str,
-    tools: Any,
-    connection: Mapping[str, Any],
-    previous: str | None,
-    on_compact: Callable[[dict[str, Any]], None] | None,
-    cancel: Signal,
-    max_context_tokens: float,
-    retry: RetryPolicy | None,
-    on_retry: Callable[[dict[str, Any]], None] | None,
-    observe: Observe | None,
-) -> dict[str, Any]:
-    from .llm import complete
-
-    protocol = str(connection.get("protocol") or "chat")
-    model = connection.get("model", "")
-    key = (protocol, connection.get("base_url", ""), model if isinstance(model, str) else id(model))
-    ratio = _tokens.ratios.get(key)
-    budget_chars = _budget_chars(max_context_tokens, ratio, system, previous)
-    transcript, latest = select_transcript(history, budget_chars)
-    previous = previous if previous is not None else latest
-    request = Request(
-        model=model if isinstance(model, str) else "",
-        messages=[{"role": "user", "content": summary_prompt(transcript, system, previous)}],
-        system=SUMMARY_SYSTEM,
-        base_url=str(connection.get("base_url", "")),
-        api_key=_key(connection.get("api_key")),
-        provider=_without_tool_choice(connection.get("provider") or {}),
-        stream=bool(connection.get("stream", True)),
-        cache=connection.get("cache", True),
-        capabilities={**DEFAULT_CAPABILITIES, **(connection.get("capabilities") or {})},
-        max_tokens=connection.get("max_tokens"),
-    )
-    notify(on_compact, {"type": "compact-start"})
-
-    def on_event(event: dict[str, Any]) -> None:
-        notify(on_compact, {**event, "request": "compact"})
-
-    def send() -> LLMResult:
-        return complete(
-            request,
-            protocol,
-            cancel=cancel,
-            on_event=on_event,
-            timeout=connection.get("request_timeout"),
-            adapter=model,
-            idle_timeout=connection.get("stream_idle_timeout"),
-        )
-
-    attempt = send if observe is None else _observed(send, observe, request, connection)
-
-    if retry is None:
-        result = attempt()
-    else:
-        result = with_retries(attempt, retry, cancel=cancel, on_retry=lambda p: notify(on_retry, p))
-    chars = len(request.system) + _tokens.messages_chars(request.messages)
-    if result.usage_reported:
-        _tokens.ratios.learn(key, chars, result.usage.input_tokens)
-    content = result.text.strip()
-    usage = result.usage if result.usage_reported else Usage()
-    if not content:
-        raise AgentError("the compaction request returned an empty summary", kind="unknown")
-    excerpted = _warn_if_input_excerpted(history, max_context_tokens, ratio)
+    excerpted = _warn_if_input_excerpted(history, max_context_tokens, _tokens.ratios.get(send.key))
     finish = {"type": "compact-finish", "content": content, "usage": usage, "input_excerpted": excerpted}
     notify(on_compact, finish)
     return {"content": content, "usage": usage, "input_excerpted": excerpted}
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the summary request carries: its prompt, and its output bound."""
+
+    prompt: str
+    max_tokens: int
+
+
+def _plan(
+    history: Sequence[Mapping[str, Any]],
+    system: str,
+    connection: Mapping[str, Any],
+    previous: str | None,
+    max_context_tokens: float,
+) -> _Plan:
+    key = model_key(connection)
+    ratio = _tokens.ratios.get(key)
+    room = _room(max_context_tokens, key)
+    max_tokens = summary_max_tokens(connection.get("max_tokens"), connection.get("agent_max_tokens"), room)
+    background = previous if previous is not None else latest_summary_text(history)
+    budget = _budget_chars(room - max_tokens, ratio, system, len(background or ""))
+    prompt = summary_prompt(select_transcript(history, budget), system, background)
+    # Never more than the context leaves once the prompt is in (a long system prompt or previous
+    # summary can take more than its share), but never a bound too small to summarise anything.
+    left = int(room) - _tokens.estimate(len(SUMMARY_SYSTEM) + len(prompt), ratio)
+    return _Plan(prompt, min(max_tokens, max(left, MIN_SUMMARY_TOKENS)))
+
+
+def _summarise(plan: _Plan, send: _Sender) -> tuple[str, Usage]:
+    result = send(plan.prompt, plan.max_tokens)
+    content = result.text.strip()
+    if not content:
+        raise AgentError("the compaction request returned an empty summary", kind="unknown")
+    if result.finish_reason == "length":
+        log.warning(
+            "the summary reached its output bound of %d tokens and may be cut short; "
+            "config['compact']['provider']['max_output_tokens'] sets the bound",
+            plan.max_tokens,
+        )
+    return content, result.usage if result.usage_reported else Usage()
+
+
+class _Sender:
+    """One summary request: the connection's model, retries, telemetry, and what it learns."""
+
+    def __init__(
+        self,
+        connection: Mapping[str, Any],
+        cancel: Signal,
+        on_compact: Callable[[dict[str, Any]], None] | None,
+        retry: RetryPolicy | None,
+        on_retry: Callable[[dict[str, Any]], None] | None,
+        observe: Observe | None,
+    ) -> None:
+        self.connection = connection
+        self.protocol = str(connection.get("protocol") or "chat")
+        self.key = model_key(connection)
+        self.cancel = cancel
+        self.on_compact = on_compact
+        self.retry = retry
+        self.on_retry = on_retry
+        self.observe = observe
+
+    def __call__(self, prompt: str, max_tokens: int) -> LLMResult:
+        request = summary_request(self.connection, prompt, max_tokens)
+        attempt: Callable[[], LLMResult] = functools.partial(self._attempt, request)
+        if self.observe is not None:
+            attempt = _observed(attempt, self.observe, request, self.connection)
+        try:
+            if self.retry is None:
+                result = attempt()
+            else:
+                on_retry = functools.partial(notify, self.on_retry)
+                result = with_retries(attempt, self.retry, cancel=self.cancel, on_retry=on_retry)
+        except AgentError as error:
+            _tokens.limits.learn(self.key, context_limit(error))
+            raise
+        if result.usage_reported:
+            chars = len(request.system) + _tokens.messages_chars(request.messages)
+            _tokens.ratios.learn(self.key, chars, result.usage.input_tokens)
+        return result
+
+    def _attempt(self, request: Request) -> LLMResult:
+        from .llm import complete
+
+        connection = self.connection
+
+        def on_event(event: dict[str, Any]) -> None:
+            notify(self.on_compact, {**event, "request": "compact"})
+
+        return complete(
+            request,
+            self.protocol,
+            cancel=self.cancel,
+            on_event=on_event,
+            timeout=connection.get("request_timeout"),
+            adapter=connection.get("model", ""),
+            idle_timeout=connection.get("stream_idle_timeout"),
+        )
+
+
+def summary_request(connection: Mapping[str, Any], prompt: str, max_tokens: int) -> Request:
+    """The request that writes a summary: no tools, no forced tool_choice, bounded output."""
+    model = connection.get("model", "")
+    # The bound travels as `max_tokens`; a provider `max_output_tokens` would win over it.
+    provider = {
+        k: v
+        for k, v in (connection.get("provider") or {}).items()
+        if k not in ("tool_choice", "max_output_tokens")
+    }
+    return Request(
+        model=model if isinstance(model, str) else "",
+        messages=[{"role": "user", "content": prompt}],
+        system=SUMMARY_SYSTEM,
+        base_url=str(connection.get("base_url", "")),
+        api_key=_key(connection.get("api_key")),
+        provider=provider,
+        stream=bool(connection.get("stream", True)),
+        cache=connection.get("cache", True),
+        capabilities={**DEFAULT_CAPABILITIES, **(connection.get("capabilities") or {})},
+        max_tokens=max_tokens,
+    )
+
+
+def model_key(connection: Mapping[str, Any]) -> tuple[str, str, Any]:
+    """The (protocol, base_url, model) a model's learned ratio and context limit are kept under."""
+    model = connection.get("model", "")
+    protocol = str(connection.get("protocol") or "chat")
+    return (protocol, connection.get("base_url", ""), model if isinstance(model, str) else id(model))
+
+
+def summary_max_tokens(wanted: int | None, agent_max_tokens: int | None, room: float) -> int:
+    """The output bound of a summary request in a context of `room` tokens.
+
+    `wanted` when given; else `SUMMARY_MAX_TOKENS`, at most an eighth of the context (never
+    under `MIN_SUMMARY_TOKENS`) and at most the agent's own output limit. Never more than half
+    the context, so the transcript keeps the other half.
+    """
+    if wanted is not None:
+        bound = int(wanted)
+    else:
+        bound = min(SUMMARY_MAX_TOKENS, max(int(room) // 8, MIN_SUMMARY_TOKENS))
+        if agent_max_tokens is not None:
+            bound = min(bound, int(agent_max_tokens))
+    return max(1, min(bound, int(room) // 2))
+
+
+def _room(max_context_tokens: float, key: tuple[str, str, Any]) -> float:
+    """The context (tokens) of the compaction model: the budget, or the limit its server named."""
+    if math.isinf(max_context_tokens):
+        return float(_tokens.limits.get(key) or UNBOUNDED_ROOM)
+    return _tokens.limits.budget(key, max_context_tokens)
 
 
 def _observed(
@@ -229,33 +329,32 @@ def summary_prompt(transcript: str, system: str, previous: str | None) -> str:
     return "\n\n".join(parts)
 
 
-def select_transcript(history: Sequence[Mapping[str, Any]], budget_chars: int) -> tuple[str, str | None]:
+def latest_summary_text(history: Sequence[Mapping[str, Any]]) -> str | None:
+    """The content of the latest compact entry of `history`, or None."""
+    for message in reversed(history):
+        if message.get("role") == "compact":
+            return str(message.get("content") or "")
+    return None
+
+
+def select_transcript(history: Sequence[Mapping[str, Any]], budget_chars: int) -> str:
     """The conversation the summary must cover, rendered, within `budget_chars`.
 
     The same turn selection as a request: the first ≤3 user turns (≤20 %), then the turns since
-    the latest summary, newest first, until the budget is used; older ones are left to the
-    previous summary. A single turn larger than its share is shown as head and tail (an excerpt
-    for the summariser only — history is untouched). Returns (transcript, latest summary or None).
+    the latest summary, newest first and whole, until the budget is used; older ones are left to
+    the previous summary. A single turn larger than its share is shown as head and tail (an
+    excerpt for the summariser only — history is untouched). Turns since the latest summary that
+    do not fit are marked as such in the transcript and logged at WARNING.
     """
     folded = turns(paired([m if isinstance(m, dict) else dict(m) for m in history]))
     found = latest_summary(folded)
     summary_at = -1 if found is None else found
-    latest = None if found is None else str(folded[found][0].get("content") or "")
-    head_cap = int(budget_chars * HEAD_SHARE)
-    head_ids = [i for i, t in enumerate(folded) if t[0].get("role") == "user"][:HEAD_TURNS]
-    head: dict[int, str] = {}
-    used = 0
-    for i in head_ids:
-        text = _excerpt(render(folded[i]), max(head_cap - used, 0))
-        if text:
-            head[i] = text
-            used += len(text)
+    head = _head(folded, int(budget_chars * HEAD_SHARE))
+    remaining = budget_chars - sum(len(text) for text in head.values())
     recent: dict[int, str] = {}
-    remaining = budget_chars - used
-    candidates = [
-        i for i in range(len(folded) - 1, summary_at, -1) if i not in head and not is_compact_turn(folded[i])
-    ]
-    for i in candidates:
+    for i in range(len(folded) - 1, summary_at, -1):
+        if i in head or is_compact_turn(folded[i]):
+            continue
         text = render(folded[i])
         if len(text) > remaining:
             if recent:
@@ -264,15 +363,45 @@ def select_transcript(history: Sequence[Mapping[str, Any]], budget_chars: int) -
         if text:
             recent[i] = text
             remaining -= len(text)
-    chosen = sorted({**head, **recent}.items())
-    lines, previous_index = [], -1
+    return _transcript(folded, sorted({**head, **recent}.items()), summary_at, budget_chars)
+
+
+def _head(folded: list[list[Message]], cap: int) -> dict[int, str]:
+    """The first ≤3 user turns, within `cap` characters: the user's original goal."""
+    head: dict[int, str] = {}
+    used = 0
+    for i in [i for i, t in enumerate(folded) if t[0].get("role") == "user"][:HEAD_TURNS]:
+        text = _excerpt(render(folded[i]), max(cap - used, 0))
+        if text:
+            head[i] = text
+            used += len(text)
+    return head
+
+
+def _transcript(
+    folded: list[list[Message]], chosen: list[tuple[int, str]], summary_at: int, budget_chars: int
+) -> str:
+    """The chosen turns, each gap marked with what covers it (the previous summary, or nothing)."""
+    lines: list[str] = []
+    previous_index, uncovered = -1, 0
     for index, text in chosen:
-        skipped = sum(1 for j in range(previous_index + 1, index) if not is_compact_turn(folded[j]))
-        if skipped:
-            lines.append(f"[{skipped} earlier turns omitted: covered by the previous summary]")
+        gap = [j for j in range(previous_index + 1, index) if not is_compact_turn(folded[j])]
+        covered = sum(1 for j in gap if j < summary_at)
+        if covered:
+            lines.append(f"[{covered} earlier turns omitted: covered by the previous summary]")
+        if len(gap) > covered:
+            lines.append(f"[{len(gap) - covered} earlier turns omitted: they did not fit in this request]")
+            uncovered += len(gap) - covered
         lines.append(text)
         previous_index = index
-    return "\n".join(lines), latest
+    if uncovered:
+        log.warning(
+            "compaction: %d turns since the latest summary do not fit the summary request (%d characters "
+            "for the conversation) and no summary covers them; history keeps them",
+            uncovered,
+            budget_chars,
+        )
+    return "\n".join(lines)
 
 
 def _excerpt(text: str, limit: int) -> str:
@@ -291,21 +420,23 @@ def _key(api_key: Any) -> Any:
     return api_key if callable(api_key) else str(api_key or "")
 
 
-def _budget_chars(max_context_tokens: float, ratio: float, system: str, previous: str | None) -> int:
-    """Characters the transcript may take: the main model's budget less what else the request holds."""
-    if max_context_tokens == float("inf"):
-        max_context_tokens = 128000
-    total = int(max_context_tokens * 0.8 / max(ratio, 0.1))
-    fixed = len(SUMMARY_SYSTEM) + len(SUMMARY_INSTRUCTION) + len(system) + len(previous or "") + 400
+def _budget_chars(room_tokens: float, ratio: float, system: str, background_chars: int) -> int:
+    """Characters the transcript may take: `room_tokens` of input less what else the request holds.
+
+    Only `INPUT_SHARE` of the room is used: the estimate is characters × a learned ratio.
+    """
+    total = int(room_tokens * INPUT_SHARE / max(ratio, 0.1))
+    fixed = len(SUMMARY_SYSTEM) + len(SUMMARY_INSTRUCTION) + len(system) + background_chars + 400
     return max(total - fixed, 2000)
 
 
-def _without_tool_choice(provider: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in provider.items() if k != "tool_choice"}
-
-
 def connection_of(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The connection `run` uses for an agent config: the main model, or `config["compact"]` overrides."""
+    """The connection `run` uses for an agent config: the main model, or `config["compact"]` overrides.
+
+    Each summary is bounded by `compact.provider.max_output_tokens` when set (`max_tokens`),
+    else by the default of `summary_max_tokens`, which never exceeds the agent's own output
+    limit (`agent_max_tokens`).
+    """
     overrides = config.get("compact") or {}
     connection = {
         "base_url": config["base_url"],
@@ -320,4 +451,7 @@ def connection_of(config: Mapping[str, Any]) -> dict[str, Any]:
         "stream_idle_timeout": config["stream_idle_timeout"],
     }
     connection.update({k: v for k, v in overrides.items() if v is not None})
+    connection["max_tokens"] = (overrides.get("provider") or {}).get("max_output_tokens")
+    # API.md §Wire: provider.max_output_tokens wins over max_tokens.
+    connection["agent_max_tokens"] = config["provider"].get("max_output_tokens") or config["max_tokens"]
     return connection

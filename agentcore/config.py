@@ -18,6 +18,7 @@ from ._utils.capabilities import DEFAULT_CAPABILITIES
 from ._utils.secrets import mask
 from .errors import KINDS, AgentError
 
+# The wire protocols, here once: the adapters (protocols/), the CLI and the test server import it.
 PROTOCOLS = ("chat", "responses", "anthropic", "gemini")
 TOOL_MODES = ("native", "text", "auto")
 MEDIA_FALLBACKS = ("error", "strip")
@@ -293,6 +294,8 @@ def _check_provider(key: str, value: Any) -> None:
         _fail(f"{key}.headers", headers, "must be a dict of strings")
     if value.get("body") is not None and not isinstance(value["body"], dict):
         _fail(f"{key}.body", value["body"], "must be a dict")
+    if value.get("max_output_tokens") is not None:
+        _check_count(f"{key}.max_output_tokens", value["max_output_tokens"])
 
 
 def _check_compact(key: str, value: Any) -> None:

@@ -513,16 +513,19 @@ class Run:
 
 
 def start_stream(
-    owner: Any,
     run: Callable[[Signal, Listener, str], Any],
     cancel: threading.Event | None,
     launch: Callable[[Callable[[], None], str], Any],
     name: str,
+    *,
+    agent_id: str,
+    owner: Any,
 ) -> Run:
     """Start `run(own_cancel, sink, run_id)` on a thread from `launch`; return its `Run` at once.
 
     The run's events go to the Run's feed; a run that never started (superseded or stopped
-    first) still gives its reader `agent_start` and `agent_end` with the error.
+    first) still gives its reader `agent_start` and `agent_end` with the error. `owner` is what
+    owns the run's threads (`_utils.threads.owner()`): `close()` from one of them cannot wait.
     """
     run_id = random_hex()
     own = Signal()
@@ -537,7 +540,7 @@ def start_stream(
         except BaseException as exc:
             error = exc
             if not feed.started:
-                for event in unstarted(owner.id, run_id, exc):
+                for event in unstarted(agent_id, run_id, exc):
                     feed.push(event)
         finally:
             if unfollow is not None:
@@ -546,3 +549,8 @@ def start_stream(
 
     launch(drive, name)
     return Run(feed, run_id)
+
+
+def feed_of(run: Run) -> Feed:
+    """The buffer behind `run`, for a reader that must not block on it (aio.py's event loop)."""
+    return run._feed

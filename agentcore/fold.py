@@ -24,8 +24,8 @@ from typing import Any
 from ._utils import memo as _memo
 from ._utils import tokens as _tokens
 from ._utils.memo import snapshot
-from .call_ids import open_calls, paired
-from .history import Message, tool_calls_of, tool_results_of, turns
+from .call_ids import open_calls, paired, tool_calls_of, tool_results_of
+from .history import Message, turns
 
 CONTINUE_PROMPT = "Continue the task from where the summary in the system prompt leaves off."
 Settings = tuple[str | None, bool]  # (protocol, reasoning): what a turn's reduced messages depend on

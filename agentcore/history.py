@@ -1,22 +1,49 @@
-"""History entries: constructors, turns and a readable rendering.
+"""History entries: every constructor (yours and the library's), turns and a readable rendering.
 
     history = [user("hi"), assistant("Let me look", tool_calls=[{"id": "c1", "name": "read",
                "arguments": {"path": "a.json"}}]), tool("c1", "read", {"port": 8080})]
     turns(history)   # [[user], [assistant, tool]]
     print(render(history))
+    open_calls(history)              # calls still waiting for a result (call_ids.py pairs them)
+
+    append_to(history, entry)        # the library's: stamps `id` and `created_at`, then appends
+    tool_message(calls, results)     # one tool message with every result in call order
+    write_input(history, entries, session)   # a run's first entries: all committed, or none written
 
 History is plain JSON and append-only: the library adds entries, never edits or removes one.
+Every entry, whoever makes it, is built here.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ._utils.ids import random_hex
+from .call_ids import Message, open_calls, paired, tool_calls_of, tool_results_of
 from .errors import AgentError
 
-Message = dict[str, Any]
+if TYPE_CHECKING:
+    from .protocols.base import LLMResult, ToolCall
+    from .usage import Usage
+
+# The public names. The library's own entries (the last section) are for agentcore's modules.
+__all__ = [
+    "Message",
+    "assistant",
+    "compact",
+    "open_calls",
+    "paired",
+    "render",
+    "tool",
+    "tool_calls_of",
+    "tool_result_part",
+    "tool_results_of",
+    "turns",
+    "user",
+]
 
 
 def user(content: str | list[dict[str, Any]]) -> Message:
@@ -82,27 +109,6 @@ def _tool_call_part(call: Any) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- reading
-
-
-def tool_calls_of(message: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The tool-call parts of an assistant message."""
-    content = message.get("content")
-    if message.get("role") != "assistant" or not isinstance(content, list):
-        return []
-    return [p for p in content if isinstance(p, dict) and p.get("type") == "tool-call"]
-
-
-def tool_results_of(message: Mapping[str, Any]) -> list[dict[str, Any]]:
-    content = message.get("content")
-    if message.get("role") != "tool" or not isinstance(content, list):
-        return []
-    return [p for p in content if isinstance(p, dict) and p.get("type") == "tool-result"]
-
-
-def open_calls(history: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Tool calls in history that have no result yet, in order."""
-    answered = {p.get("tool_call_id") for m in history for p in tool_results_of(m)}
-    return [p for m in history for p in tool_calls_of(m) if p.get("tool_call_id") not in answered]
 
 
 def turns(history: Sequence[Message]) -> list[list[Message]]:
@@ -203,3 +209,112 @@ def _render_result(part: Mapping[str, Any]) -> str:
     else:
         body = json.dumps(value, ensure_ascii=False)
     return f"[{part.get('tool_name')} {verb}] {body}".rstrip()
+
+
+# ---------------------------------------------------------------- the entries the library writes
+
+
+def close_open_calls(history: list[Message], known: Any = None) -> list[Message]:
+    """Answer calls a loaded history left without a result (a process died mid-tool) as interrupted.
+
+    A call without its result makes the vendors reject the conversation on every later request;
+    appending the missing results keeps history append-only and valid. Returns what was appended.
+    `known` (a `fold.Reuse`) tells the open calls from the entries its fold has not seen, when it can.
+    """
+    from .tools.shape import interrupted_result
+
+    pending = known.open_calls(history) if known is not None else None
+    if pending is None:
+        pending = open_calls(history)
+    if not pending:
+        return []
+    message = tool_message(pending, [interrupted_result() for _ in pending])
+    append_to(history, message)
+    return [message]
+
+
+class Committer(Protocol):
+    """What `write_input` needs of a store session (`store.Session`)."""
+
+    def check(self, history: list[Message]) -> None: ...
+
+    def commit(self, history: list[Message]) -> None: ...
+
+
+def write_input(
+    history: list[Message], entries: list[Message], session: Committer | None, known: Any = None
+) -> list[Message]:
+    """Answer open calls, append `entries`; with a session, commit all of it or write nothing.
+
+    Returns what was appended (the interrupted results first, when a loaded history left calls open).
+    `known`: see `close_open_calls`.
+    """
+    if session is not None:
+        session.check(history)
+    start = len(history)
+    appended = close_open_calls(history, known)
+    for entry in entries:
+        append_to(history, entry)
+        appended.append(entry)
+    if session is not None:
+        try:
+            session.commit(history)
+        except BaseException:
+            del history[start:]
+            raise
+    return appended
+
+
+def call_part(call: ToolCall) -> dict[str, Any]:
+    """The tool-call part of a call, as its assistant entry holds it."""
+    from .protocols.base import tool_call_part
+
+    return tool_call_part(call.id, call.name, call.arguments)
+
+
+def tool_message(calls: list[dict[str, Any]], results: list[dict[str, Any]]) -> Message:
+    message: Message = {
+        "role": "tool",
+        "content": [
+            tool_result_part(str(c["tool_call_id"]), str(c["tool_name"]), r["output"])
+            for c, r in zip(calls, results, strict=True)
+        ],
+    }
+    from .usage import Usage
+
+    delegated = [Usage.of(**r["sub_agent_usage"]) for r in results if r.get("sub_agent_usage")]
+    if delegated:
+        message["sub_agent_usage"] = sum(delegated, Usage()).to_dict()
+    return message
+
+
+def append_to(history: list[Message], message: Message) -> None:
+    """Append an entry the library created, stamped with `id` and `created_at`."""
+    message.setdefault("id", random_hex())
+    message.setdefault("created_at", time.time())
+    history.append(message)
+
+
+def assistant_message(result: LLMResult) -> Message:
+    message = dict(result.message)
+    message["usage"] = result.usage.to_dict()
+    return message
+
+
+def compact_entry(content: str, usage: Usage) -> Message:
+    """The compact message a compaction appends: the summary and what writing it used."""
+    return {**compact(content), "usage": usage.to_dict()}
+
+
+def cut_reply(text: str, calls: list[dict[str, Any]]) -> Message:
+    """The assistant entry of a reply a cancel cut short: its text and complete calls.
+
+    A cut stream reports no usage; the entry still carries the key every assistant entry has.
+    """
+    from .usage import Usage
+
+    return {
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}, *calls],
+        "usage": Usage().to_dict(),
+    }

@@ -16,8 +16,10 @@ from typing import Any
 from . import config as _config
 from ._utils.capabilities import media_kind
 from .errors import AgentError
+from .history import user
 from .hooks import check_hooks
-from .tools.toolset import ToolSet, load
+from .tools.handlers import ToolSet
+from .tools.toolset import load
 
 Message = dict[str, Any]
 _PART_TYPES = ("text", "image", "file")
@@ -43,7 +45,7 @@ def user_message(input: Any, config: Mapping[str, Any]) -> Message:
     if isinstance(input, str):
         if not input.strip():
             raise AgentError("the input is empty", kind="request")
-        return {"role": "user", "content": input}
+        return user(input)
     if not isinstance(input, list):
         raise AgentError(
             f"input must be a str or a list of content parts, got {type(input).__name__}", kind="request"
@@ -54,7 +56,7 @@ def user_message(input: Any, config: Mapping[str, Any]) -> Message:
         _check_part(index, part, config)
     if not any(p.get("type") != "text" or str(p.get("text", "")).strip() for p in input):
         raise AgentError("the input is empty (only blank text parts)", kind="request")
-    return {"role": "user", "content": [dict(p) for p in input]}
+    return user([dict(p) for p in input])
 
 
 def _check_part(index: int, part: Any, config: Mapping[str, Any]) -> None:
@@ -161,9 +163,9 @@ def check_callbacks(callbacks: Any, *, config: bool = False) -> dict[str, Callab
 # ---------------------------------------------------------------- what a send writes back
 
 
-@dataclass
+@dataclass(frozen=True)
 class Overrides:
-    """What a send writes back to the agent once it is sure to run."""
+    """What a send writes back to the agent once it is sure to run (`Agent._apply`)."""
 
     config: Mapping[str, Any]
     history: list[Message] | None
@@ -171,18 +173,9 @@ class Overrides:
     callbacks: dict[str, Callable[..., Any]]
     hooks: Mapping[str, Callable[..., Any] | None]
 
-    def apply(self, agent: Any) -> None:
-        agent._config = _config.Config(self.config)
-        if self.history is not None:
-            agent.history = self.history
-        if self.tools is not None:
-            agent.tools = self.tools
-        _write_back(agent._callbacks, self.callbacks)
-        _write_back(agent._hooks, self.hooks)
 
-
-def _write_back(target: dict[str, Any], given: Mapping[str, Any]) -> None:
-    """`None` removes a name; anything else replaces it."""
+def write_back(target: dict[str, Any], given: Mapping[str, Any]) -> None:
+    """Callbacks or hooks given to a send, into the agent's: `None` removes a name, else it is replaced."""
     for name, value in given.items():
         if value is None:
             target.pop(name, None)

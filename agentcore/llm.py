@@ -22,8 +22,8 @@ from ._utils.memo import active, copied
 from ._utils.secrets import redact
 from ._utils.sse import SSEParser
 from .errors import AgentError
+from .protocols import encoded_body, kind_for_status
 from .protocols import get as get_adapter
-from .protocols._common import encoded_body, kind_for_status
 from .protocols.base import DEFAULT_CAPABILITIES, LLMResult, Request, StreamParser, ToolCall
 
 log = logging.getLogger("agentcore")

@@ -1,6 +1,6 @@
 """One run of the loop: context → model → tools → repeat, until a reason to stop.
 
-    result = run(Run(agent_id, history, config, tools, events, cancel))
+    result = run(RunState(agent_id, history, config, tools, events, cancel))
     result.reason   # "finished" | "no-tool" | "tool-stop" | "step-limit" | "ended"
 
 Invariants, whatever happens (cancel at any instant, tool crash, model error mid-stream):
@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import compact as _compact
-from . import tool_mode
 from ._utils import tokens as _tokens
 from ._utils.cancel import Signal
 from ._utils.memo import Memo, activated, copied
@@ -28,27 +27,31 @@ from .batch import Batch, failure_error
 from .call_ids import unique_part, unique_reply, used_ids
 from .config import Config
 from .context import Context, Reuse, build, over_threshold
-from .entries import append_to, assistant_message, call_part, tool_message
 from .errors import AgentError
 from .events import Emitter
-from .history import Message
-from .history import compact as compact_message
+from .history import Message, append_to, assistant_message, call_part, compact_entry, cut_reply, tool_message
 from .hooks import HookFailed, Hooks
 from .llm import complete, tool_schemas
 from .protocols.base import LLMResult, Request, ToolCall, tool_call_part
+from .protocols.errors import context_limit
 from .queues import Queue, Queues
 from .result import SendResult
-from .tool_mode import as_text, effective_mode, from_text, is_refusal
+from .text_tools import mode as tool_mode
+from .text_tools.mode import as_text, effective_mode, from_text, refused_tools
+from .tools.handlers import ToolSet
 from .tools.shape import interrupted_result
-from .tools.toolset import ToolSet
 from .usage import Usage
 
 MAX_OVERFLOW_COMPACTIONS = 3
 
 
 @dataclass
-class Run:
-    """Everything one run needs; the loop appends to `history` and nothing else."""
+class RunState:
+    """The state of one run: what it needs, and what it has done so far.
+
+    The loop appends to `history` and changes nothing else of the agent's. (The public handle
+    on a run, what `agent.stream` returns, is `events.Run`.)
+    """
 
     agent_id: str
     history: list[Message]
@@ -119,7 +122,7 @@ class _Partial:
 # ---------------------------------------------------------------- the loop
 
 
-def run(state: Run) -> SendResult:
+def run(state: RunState) -> SendResult:
     """Run rounds until a reason to stop. Raises AgentError (aborted when cancelled)."""
     state.events.agent_start()
     try:
@@ -139,7 +142,7 @@ def run(state: Run) -> SendResult:
     return result
 
 
-def _rounds(state: Run) -> SendResult:
+def _rounds(state: RunState) -> SendResult:
     config = state.config
     no_tool_rounds = config["no_tool_rounds"]
     max_steps = config["max_steps"]
@@ -180,7 +183,9 @@ def _rounds(state: Run) -> SendResult:
         _deliver(state, "steer")
 
 
-def _end_turn(state: Run, result: LLMResult, message: Message, results: list[dict[str, Any]]) -> str | None:
+def _end_turn(
+    state: RunState, result: LLMResult, message: Message, results: list[dict[str, Any]]
+) -> str | None:
     """The round's history is written: the `finish_turn` hook decides, then `turn_end` is announced."""
     payloads = [
         {**r, "tool_call_id": c.id, "tool_name": c.name, "input": c.arguments}
@@ -195,13 +200,13 @@ def _end_turn(state: Run, result: LLMResult, message: Message, results: list[dic
     return decision
 
 
-def _announce_start(state: Run) -> None:
+def _announce_start(state: RunState) -> None:
     pending, state.unannounced = state.unannounced, []
     for entry in pending:
         state.events.message(entry)
 
 
-def _deliver(state: Run, queue: Queue) -> bool:
+def _deliver(state: RunState, queue: Queue) -> bool:
     """Append what this delivery point takes from `queue`; True if anything was delivered."""
     if state.queues is None:
         return False
@@ -212,12 +217,12 @@ def _deliver(state: Run, queue: Queue) -> bool:
     return bool(taken)
 
 
-def _deliver_at_end(state: Run) -> bool:
+def _deliver_at_end(state: RunState) -> bool:
     """The run would end finished / no-tool: queued steers, else follow-ups, make it go on."""
     return _deliver(state, "steer") or _deliver(state, "follow_up")
 
 
-def _needs_reminder(state: Run, skipped: int) -> bool:
+def _needs_reminder(state: RunState, skipped: int) -> bool:
     rounds = state.config["no_tool_rounds"]
     prompt = state.config["no_tool_prompt"]
     if not state.tools or not prompt or math.isinf(rounds) or rounds <= 1:
@@ -225,7 +230,7 @@ def _needs_reminder(state: Run, skipped: int) -> bool:
     return bool(skipped == rounds - 1)
 
 
-def _finish(state: Run, result: LLMResult, reason: str, output: Any = None) -> SendResult:
+def _finish(state: RunState, result: LLMResult, reason: str, output: Any = None) -> SendResult:
     return SendResult(result.text, state.steps, state.usage, reason, output, state.appended)
 
 
@@ -235,7 +240,7 @@ _NO_OUTPUT = object()
 # ---------------------------------------------------------------- one model round
 
 
-def _model_round(state: Run, *, reminder: bool) -> tuple[LLMResult, Any]:
+def _model_round(state: RunState, *, reminder: bool) -> tuple[LLMResult, Any]:
     """One model reply for this round: compacting first when over budget.
 
     An invalid structured-output reply is asked again at once, up to `output_retries` times,
@@ -261,7 +266,7 @@ def _model_round(state: Run, *, reminder: bool) -> tuple[LLMResult, Any]:
         state.events.retry({"attempt": retries, "error": feedback, "delay": 0.0})
 
 
-def _model_reply(state: Run, reminder: bool, feedback: AgentError | None) -> tuple[LLMResult, Any]:
+def _model_reply(state: RunState, reminder: bool, feedback: AgentError | None) -> tuple[LLMResult, Any]:
     """One reply, retried with backoff on failures, resent after compacting on an overflow."""
     policy = RetryPolicy.from_config(state.config)
     first_overflow: AgentError | None = None
@@ -281,6 +286,8 @@ def _model_reply(state: Run, reminder: bool, feedback: AgentError | None) -> tup
             if not error.overflow:
                 raise
             first_overflow = first_overflow or error
+            # The context size the server named caps every later budget of this model.
+            _tokens.limits.learn(_ratio_key(state.config), context_limit(error))
             if compactions >= MAX_OVERFLOW_COMPACTIONS:
                 raise first_overflow from None
             compactions += 1
@@ -302,7 +309,7 @@ def _output_feedback(error: AgentError) -> Message:
     return {"role": "user", "content": text}
 
 
-def _attempt(state: Run, reminder: bool, feedback: AgentError | None) -> tuple[LLMResult, Any]:
+def _attempt(state: RunState, reminder: bool, feedback: AgentError | None) -> tuple[LLMResult, Any]:
     """One HTTP attempt; a structured-output reply that does not validate fails it (and is retried).
 
     In tool_mode "auto", a server that refuses the tools field is answered at once by the same
@@ -312,12 +319,14 @@ def _attempt(state: Run, reminder: bool, feedback: AgentError | None) -> tuple[L
     try:
         return _attempt_in(state, reminder, feedback, mode)
     except AgentError as error:
-        if mode == "native" and state.tools and is_refusal(error, state.config):
+        if mode == "native" and state.tools and refused_tools(error, state.config):
             return _attempt_in(state, reminder, feedback, "text")
         raise
 
 
-def _attempt_in(state: Run, reminder: bool, feedback: AgentError | None, mode: str) -> tuple[LLMResult, Any]:
+def _attempt_in(
+    state: RunState, reminder: bool, feedback: AgentError | None, mode: str
+) -> tuple[LLMResult, Any]:
     config = state.config
     ctx = _context(state)
     messages = list(ctx.messages)
@@ -397,7 +406,7 @@ def _event_sink(events: Emitter, partial: _Partial) -> Callable[[dict[str, Any]]
     return sink
 
 
-def _context(state: Run) -> Context:
+def _context(state: RunState) -> Context:
     cached = state.context_cache
     if cached is not None and cached[0] == len(state.history):
         return cached[1]
@@ -406,7 +415,7 @@ def _context(state: Run) -> Context:
         state.history,
         system=config["system"],
         tools=state.tools,
-        max_context_tokens=config["max_context_tokens"],
+        max_context_tokens=_budget(config),
         ratio=_tokens.ratios.get(_ratio_key(config)),
         protocol=config["protocol"],
         reasoning=config["capabilities"].get("reasoning", False),
@@ -416,7 +425,7 @@ def _context(state: Run) -> Context:
     return ctx
 
 
-def _request(state: Run, system: str, messages: list[Message], tools: list[dict[str, Any]]) -> Request:
+def _request(state: RunState, system: str, messages: list[Message], tools: list[dict[str, Any]]) -> Request:
     config = state.config
     model = config["model"]
     return Request(
@@ -441,14 +450,19 @@ def _ratio_key(config: Mapping[str, Any]) -> tuple[str, str, Any]:
     return (config["protocol"], config["base_url"], model if isinstance(model, str) else id(model))
 
 
-def _over_budget(state: Run) -> bool:
+def _budget(config: Mapping[str, Any]) -> float:
+    """max_context_tokens, or the smaller context size the server named in an overflow error."""
+    return _tokens.limits.budget(_ratio_key(config), config["max_context_tokens"])
+
+
+def _over_budget(state: RunState) -> bool:
     config = state.config
     if math.isinf(config["max_context_tokens"]):
         return False
-    return over_threshold(_context(state), config["max_context_tokens"], config["compact_threshold"])
+    return over_threshold(_context(state), _budget(config), config["compact_threshold"])
 
 
-def _close_partial_reply(state: Run) -> None:
+def _close_partial_reply(state: RunState) -> None:
     """Cancelled mid-stream: keep the text that arrived, with its complete calls answered as interrupted."""
     partial, state.partial = state.partial, None
     if partial is None or not "".join(partial.text):
@@ -461,9 +475,7 @@ def _close_partial_reply(state: Run) -> None:
             return
     taken = used_ids(state.history)
     calls = [unique_part(call, taken, protocol=state.config["protocol"]) for call in partial.calls]
-    content: list[dict[str, Any]] = [{"type": "text", "text": text}, *calls]
-    # A cut stream reports no usage; the entry still carries the key every assistant entry has.
-    _append(state, {"role": "assistant", "content": content, "usage": Usage().to_dict()}, reply=True)
+    _append(state, cut_reply(text, calls), reply=True)
     if calls:
         results = [interrupted_result() for _ in calls]
         for part, result in zip(calls, results, strict=True):
@@ -475,7 +487,7 @@ def _close_partial_reply(state: Run) -> None:
 # ---------------------------------------------------------------- compaction
 
 
-def compact_now(state: Run, reason: str = "manual") -> str:
+def compact_now(state: RunState, reason: str = "manual") -> str:
     """Write a summary, append it as a compact message and return its text.
 
     `reason` ("threshold", "overflow", "manual") is what `compaction_start` / `_end` carry.
@@ -489,23 +501,19 @@ def compact_now(state: Run, reason: str = "manual") -> str:
         connection=_compact.connection_of(config),
         on_compact=events.compact_sink(reason, events.callbacks.get("on_compact")),
         cancel=state.cancel,
-        max_context_tokens=config["max_context_tokens"],
+        max_context_tokens=_budget(config),
         retry=RetryPolicy.from_config(config),
         on_retry=events.retry,
         observe=events.observer(),
     )
     state.usage.add(result["usage"])
-    message = compact_message(result["content"])
-    message["usage"] = result["usage"].to_dict()
-    append_to(state.history, message)
-    state.appended.append(message)
-    if state.on_append is not None:
-        state.on_append(message)
+    message = compact_entry(result["content"], result["usage"])
+    _write(state, message)
     events.compaction_end(reason, message, result)
     return str(result["content"])
 
 
-def compact_run(state: Run) -> str:
+def compact_run(state: RunState) -> str:
     """`agent.compact()` as a run: agent_start, the compaction's events, agent_end (reason null)."""
     state.events.agent_start(on_start=False)
     try:
@@ -521,7 +529,7 @@ def compact_run(state: Run) -> str:
 # ---------------------------------------------------------------- tools
 
 
-def _run_tools(state: Run, calls: list[ToolCall]) -> list[dict[str, Any]]:
+def _run_tools(state: RunState, calls: list[ToolCall]) -> list[dict[str, Any]]:
     """Run the round's calls (batch.py); return results in call order; always append the tool message."""
     batch = Batch(state, calls)
     try:
@@ -540,13 +548,18 @@ def _run_tools(state: Run, calls: list[ToolCall]) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------- history
 
 
-def _append(state: Run, message: Message, *, reply: bool = False) -> None:
+def _append(state: RunState, message: Message, *, reply: bool = False) -> None:
     """Append an entry of this run and announce it (`reply`: the assistant reply's `message_end`)."""
-    append_to(state.history, message)
-    state.appended.append(message)
-    if state.on_append is not None:
-        state.on_append(message)
+    _write(state, message)
     if reply:
         state.events.reply(message)
     else:
         state.events.message(message)
+
+
+def _write(state: RunState, message: Message) -> None:
+    """Append an entry of this run to history (a session commits it here; raising fails the run)."""
+    append_to(state.history, message)
+    state.appended.append(message)
+    if state.on_append is not None:
+        state.on_append(message)

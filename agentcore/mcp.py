@@ -23,7 +23,8 @@ from concurrent.futures import Future
 from typing import Any
 
 from .errors import AgentError
-from .tools.toolset import ToolSet, adopt
+from .tools.handlers import ToolSet
+from .tools.toolset import adopt
 
 __all__ = ["MCPTools", "connect"]
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import config as _config
 from ._utils.threads import owner
@@ -25,8 +26,25 @@ from .events import Event, ToolScope, current_scope
 from .usage import total
 
 if TYPE_CHECKING:
-    from .agent import Agent
     from .tools.decorator import ToolContext
+
+
+class Child(Protocol):
+    """What a call needs of the agent copy it runs: an `Agent`, described here so as not to import it."""
+
+    history: list[dict[str, Any]]
+
+    @property
+    def running(self) -> Any: ...
+
+    def subscribe(self, listener: Callable[[Event], Any]) -> Callable[[], None]: ...
+
+    def send(self, input: Any, *, config: Any = ..., cancel: threading.Event | None = ...) -> Any: ...
+
+    def stop(self) -> bool: ...
+
+    def close(self) -> None: ...
+
 
 TASK_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -36,16 +54,20 @@ TASK_SCHEMA: dict[str, Any] = {
 
 
 def as_tool(
-    agent: Agent,
+    fresh_copy: Callable[[], Child],
+    config: Mapping[str, Any],
     name: str,
     description: str,
     *,
     input_schema: Mapping[str, Any] | None = None,
     output: Any = None,
 ) -> dict[str, Any]:
-    """A memory tool record whose calls run `agent`'s copies (see the module docstring).
+    """A memory tool record whose calls each run a copy of the agent (see the module docstring).
 
     Args:
+        fresh_copy: makes the copy a call runs (the agent's config, tools, hooks, callbacks, and a
+            copy of its history, all as they are at call time).
+        config: the agent's config now (a bad `output` fails here, not at the first call).
         name, description: the tool's name and description as the model sees them.
         input_schema: the call's arguments (default `{"task": string}`); the child's input is
             the `task` argument, or the whole arguments as JSON when there is no `task` string.
@@ -59,10 +81,10 @@ def as_tool(
     overrides = {"output": output} if output is not None else None
     # Checked now, so a bad `output` fails here rather than at the first call.
     if overrides is not None:
-        _config.merge(agent._config, overrides)
+        _config.merge(config, overrides)
 
     def execute(input: dict[str, Any], ctx: ToolContext) -> Any:
-        return _call(agent, input, ctx, overrides)
+        return _call(fresh_copy, input, ctx, overrides)
 
     return {
         "name": name,
@@ -72,10 +94,12 @@ def as_tool(
     }
 
 
-def _call(template: Agent, input: dict[str, Any], ctx: ToolContext, overrides: dict[str, Any] | None) -> Any:
+def _call(
+    fresh_copy: Callable[[], Child], input: dict[str, Any], ctx: ToolContext, overrides: dict[str, Any] | None
+) -> Any:
     """One call: a fresh copy runs the task; its events and usage go to the calling run."""
     scope = current_scope()
-    child = _copy(template)
+    child = fresh_copy()
     start = len(child.history)
     forwarding = scope is not None and scope.events.listening()
     unsubscribe = child.subscribe(_forwarder(scope)) if scope is not None and forwarding else None
@@ -95,18 +119,6 @@ def _call(template: Agent, input: dict[str, Any], ctx: ToolContext, overrides: d
     return result.output if overrides is not None else result.text
 
 
-def _copy(template: Agent) -> Agent:
-    """A new agent with the template's config, tools, hooks, callbacks and a copy of its history."""
-    return type(template)(
-        config=template._config,
-        tools=template.tools,
-        callbacks=template._callbacks,
-        history=copy.deepcopy(template.history),
-        id=template.id,
-        hooks=template._hooks,
-    )
-
-
 def _task(input: Mapping[str, Any]) -> str:
     task = input.get("task")
     if isinstance(task, str):
@@ -124,7 +136,7 @@ def _forwarder(scope: ToolScope) -> Callable[[Event], None]:
     return forward
 
 
-def _stop_with(cancel: Any, child: Agent) -> Callable[[], None]:
+def _stop_with(cancel: Any, child: Child) -> Callable[[], None]:
     """Stop `child` (its tool processes killed) the moment the calling run is cancelled.
 
     The tool's own `ctx.cancel` is set only after the calling run has moved on; stopping the

@@ -15,7 +15,7 @@ import pytest
 from background import Background
 
 from agentcore import Agent, AgentError, SendResult, ToolContext, Usage, tool
-from agentcore import agent as agent_module
+from agentcore import runs as runs_module
 from agentcore.testing import ModelServer, Recorded
 
 pytestmark = pytest.mark.usefixtures("no_thread_leak")
@@ -746,7 +746,7 @@ def _spawn_interrupted(
         made.append(thread)
         return thread
 
-    monkeypatch.setattr(agent_module, "spawn", spawn)
+    monkeypatch.setattr(runs_module, "spawn", spawn)
     return made
 
 

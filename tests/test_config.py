@@ -68,6 +68,8 @@ INVALID = [
     ("provider not a dict", {"provider": "fast"}),
     ("should_retry not callable", {"retry": {"should_retry": True}}),
     ("unknown retry kind", {"retry": {"skip_kinds": ["weather"]}}),
+    ("string max_output_tokens", {"provider": {"max_output_tokens": "1024"}}),
+    ("zero summary bound", {"compact": {"provider": {"max_output_tokens": 0}}}),
 ]
 
 VALID = [
@@ -84,6 +86,7 @@ VALID = [
     {"retry": {"skip_codes": [400], "skip_kinds": ["auth"], "skip_text": "quota"}},
     {"provider": {"temperature": 0, "headers": {"X-Trace": "1"}, "body": {"vendor": True}}},
     {"compact": {"model": "small", "base_url": "http://127.0.0.1:1/v1"}},
+    {"compact": {"provider": {"max_output_tokens": 1500}}},
     {"no_tool_prompt": ""},
 ]
 

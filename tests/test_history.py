@@ -161,3 +161,14 @@ def test_render_keeps_one_line_per_message_even_for_multiline_text() -> None:
     h = [history.user("first line\nsecond line"), history.assistant("ok")]
     lines = history.render(h).splitlines()
     assert lines == ["user: first line\\nsecond line", "assistant: ok"]
+
+
+def test_open_calls_counts_a_repeated_id_apart() -> None:
+    """history.open_calls and call_ids.open_calls once disagreed when a server repeated an id: the
+    history one called both `c1` calls answered by the one result, the other found one open."""
+    h = [
+        history.assistant(tool_calls=[{"id": "c1", "name": "read", "arguments": {"n": 1}}]),
+        history.tool("c1", "read", "first"),
+        history.assistant(tool_calls=[{"id": "c1", "name": "read", "arguments": {"n": 2}}]),
+    ]
+    assert [p["input"] for p in history.open_calls(h)] == [{"n": 2}]

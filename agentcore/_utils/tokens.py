@@ -5,7 +5,12 @@
     ratios.learn(("chat", base_url, model), chars, usage.input_tokens)
 
 The ratio is learned per (protocol, base_url, model) from the real `usage.input_tokens` of
-each request, so the estimate follows whatever tokenizer the server really uses.
+each request, so the estimate follows whatever tokenizer the server really uses. The context
+size a server names in an overflow error is remembered under the same key (`limits`), and
+caps the budget of later requests to that model:
+
+    limits.learn(("chat", base_url, model), 8192)
+    limits.budget(("chat", base_url, model), max_context_tokens)   # min of the two
 """
 
 from __future__ import annotations
@@ -54,6 +59,37 @@ class Ratios:
 
 
 ratios = Ratios()
+
+
+class Limits:
+    """Process-wide context sizes that servers named in overflow errors, keyed like `Ratios`."""
+
+    def __init__(self) -> None:
+        self._limits: dict[Hashable, int] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> int | None:
+        return self._limits.get(key)
+
+    def learn(self, key: Hashable, tokens: int | None) -> None:
+        """Remember the latest limit the server named (a server restarted with another context
+        size names the new one)."""
+        if tokens is None or tokens <= 0:
+            return
+        with self._lock:
+            self._limits[key] = tokens
+
+    def budget(self, key: Hashable, configured: float) -> float:
+        """`configured` (max_context_tokens), or the learned limit when that is smaller."""
+        learned = self._limits.get(key)
+        return configured if learned is None else min(configured, float(learned))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._limits.clear()
+
+
+limits = Limits()
 
 
 def estimate(chars: int, ratio: float | None = None) -> int:

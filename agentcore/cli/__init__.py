@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..agent import Agent
+from ..config import PROTOCOLS
 from ..errors import AgentError
 from ..tools import load
 from . import demo
@@ -32,7 +33,6 @@ from .repl import Repl
 
 __all__ = ["main"]
 
-PROTOCOLS = ("chat", "responses", "anthropic", "gemini")
 KEY_ENV = {
     "chat": "OPENAI_API_KEY",
     "responses": "OPENAI_API_KEY",

@@ -11,10 +11,11 @@ from __future__ import annotations
 import importlib
 from typing import cast
 
+from ..config import PROTOCOLS
 from ..errors import AgentError
+from ._common import encoded_body
 from .base import Adapter
-
-PROTOCOLS = ("chat", "responses", "anthropic", "gemini")
+from .errors import kind_for_status
 
 
 def get(name: str) -> Adapter:
@@ -38,4 +39,5 @@ def get(name: str) -> Adapter:
     return cast(Adapter, module.adapter)
 
 
-__all__ = ["PROTOCOLS", "get"]
+# For llm.py: the JSON text of a request body (reusing the run's earlier text), a status's kind.
+__all__ = ["PROTOCOLS", "encoded_body", "get", "kind_for_status"]

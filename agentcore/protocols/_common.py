@@ -5,6 +5,7 @@
     merge_body(body, provider.get("body"), source="provider.body", protected=("model", "messages", "stream"))
 
 Everything here is protocol-neutral; how a value is spelled on the wire stays in each adapter.
+How a vendor error is read (message, kind, context overflow) lives in `errors.py`.
 """
 
 from __future__ import annotations
@@ -166,50 +167,7 @@ def tool_choice(value: Any) -> tuple[str, str | None]:
     )
 
 
-# ---------------------------------------------------------------- errors and ids
-
-
-def kind_for_status(status: int | None) -> str:
-    """The AgentError kind of an HTTP status (API.md §Errors and retries)."""
-    if status is None:
-        return "server"
-    if status in (401, 403):
-        return "auth"
-    if status == 429:
-        return "limit"
-    if status == 408:
-        return "timeout"
-    if status >= 500:
-        return "server"
-    if status >= 400:
-        return "request"
-    return "unknown"
-
-
-def vendor_error(body_text: str) -> tuple[str, dict[str, Any]]:
-    """The vendor's message from an error body, and the error object (or {}).
-
-    Reads `{"error": {"message": ...}}` (OpenAI, Anthropic, Gemini, llama.cpp, Ollama),
-    `{"error": "..."}`, top-level `message` (vLLM's `{"object": "error", ...}`), `detail`
-    (FastAPI-based servers), and a list holding one of those. Falls back to the trimmed text.
-    """
-    try:
-        data: Any = json.loads(body_text)
-    except ValueError:
-        data = None
-    if isinstance(data, list) and data:
-        data = data[0]
-    if isinstance(data, dict):
-        error = data.get("error")
-        if isinstance(error, dict) and isinstance(error.get("message"), str) and error["message"]:
-            return error["message"], error
-        if isinstance(error, str) and error:
-            return error, data
-        for key in ("message", "detail"):
-            if isinstance(data.get(key), str) and data[key]:
-                return data[key], data
-    text = (body_text or "").strip()
-    return (text[:1000] if text else "empty error body"), {}
+# ---------------------------------------------------------------- ids
 
 
 def short_hash(*parts: object, length: int = 8) -> str:

@@ -70,7 +70,6 @@ from ._common import (
     merge_body,
     rendered_all,
     tool_choice,
-    vendor_error,
 )
 from .base import (
     CONTINUE_TEXT,
@@ -91,6 +90,7 @@ from .base import (
     text_of,
     tool_call_part,
 )
+from .errors import http_error, is_overflow
 
 log = logging.getLogger("agentcore")
 
@@ -119,11 +119,6 @@ _FINISH = {
     "model_context_window_exceeded": "length",
     "refusal": "content_filter",
 }
-# Context overflow as Anthropic words it (lower-cased substrings):
-#   "prompt is too long: 214564 tokens > 200000 maximum"
-#   "input length and `max_tokens` exceed context limit: 199759 + 8192 > 200000, decrease input
-#    length or `max_tokens` and try again"
-_OVERFLOW_PHRASES = ("prompt is too long", "exceed context limit", "context window")
 _ERROR_TYPE_KINDS = {
     "overloaded_error": "server",
     "api_error": "server",
@@ -198,8 +193,7 @@ class AnthropicAdapter:
 
     def error(self, status: int, body_text: str) -> tuple[str, bool]:
         """The vendor's error message, and whether it reports a context overflow (never for a 429)."""
-        message, _ = vendor_error(body_text)
-        return message, status != 429 and _is_overflow(message)
+        return http_error(status, body_text)
 
 
 adapter = AnthropicAdapter()
@@ -709,11 +703,6 @@ def _load_event(data: str) -> dict[str, Any]:
 # ---------------------------------------------------------------- errors
 
 
-def _is_overflow(message: str) -> bool:
-    lowered = message.lower()
-    return any(phrase in lowered for phrase in _OVERFLOW_PHRASES)
-
-
 def _error_from(error: Any, raw: str) -> AgentError:
     """An in-stream `error` event (or error body with status 200) as an AgentError.
 
@@ -724,6 +713,6 @@ def _error_from(error: Any, raw: str) -> AgentError:
     message = error.get("message")
     if not isinstance(message, str) or not message:
         message = json.dumps(error, ensure_ascii=False)
-    overflow = _is_overflow(message)
+    overflow = is_overflow(message, error)
     kind = "request" if overflow else _ERROR_TYPE_KINDS.get(str(error.get("type") or ""), "server")
     return AgentError(message, kind=kind, body=raw, overflow=overflow)

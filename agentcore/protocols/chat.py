@@ -29,12 +29,10 @@ from ._common import (
     check_provider,
     data_url,
     generated_call_id,
-    kind_for_status,
     merge_body,
     rendered_all,
     short_hash,
     tool_choice,
-    vendor_error,
 )
 from .base import (
     LLMResult,
@@ -52,6 +50,7 @@ from .base import (
     text_of,
     tool_call_part,
 )
+from .errors import http_error, is_overflow, kind_for_status
 
 PROTECTED_KEYS = ("model", "messages", "stream")
 # Provider keys sent under their own name; `top_k` is not OpenAI's but vLLM and llama.cpp read it.
@@ -82,29 +81,6 @@ _AUDIO_FORMATS = {
     "audio/mpeg3": "mp3",
     "audio/x-mp3": "mp3",
 }
-# Context-overflow wording seen from real servers (lower-cased substrings):
-#   OpenAI / DeepSeek / Groq / vLLM <0.8 / OpenRouter: "This model's maximum context length is 65536
-#     tokens. However, you requested ... Please reduce the length of the messages or completion."
-#   OpenAI (newer models): "Input tokens exceed the configured limit of 272000 tokens."
-#   vLLM V1: "Prompt length of 5016 is longer than the maximum model length of 4096",
-#     "The decoder prompt (length 17772) is longer than the maximum model length of 16384."
-#   llama.cpp: "request (4476 tokens) exceeds the available context size (4096 tokens)"
-#     (type "exceed_context_size_error"); Ollama: "input length exceeds the context length".
-#   Gateways in front of other vendors: "exceeds the context window", "prompt is too long",
-#     "too many tokens".
-_OVERFLOW_PHRASES = (
-    "maximum context length",
-    "context length",
-    "context_length_exceeded",
-    "maximum model length",
-    "available context size",
-    "context window",
-    "tokens exceed the configured limit",
-    "reduce the length of the messages",
-    "prompt is too long",
-    "too many tokens",
-)
-_OVERFLOW_CODES = ("context_length_exceeded", "exceed_context_size_error")
 _ERROR_CODE_KINDS = {
     "rate_limit_exceeded": "limit",
     "rate_limit_error": "limit",
@@ -204,8 +180,7 @@ class ChatAdapter:
 
         A 429 is never an overflow: "Request too large ... tokens per min" is a rate limit.
         """
-        message, error = vendor_error(body_text)
-        return message, status != 429 and _is_overflow(message, error)
+        return http_error(status, body_text)
 
 
 adapter = ChatAdapter()
@@ -639,13 +614,6 @@ def _usage(usage: Any) -> Usage | None:
 # ---------------------------------------------------------------- errors
 
 
-def _is_overflow(message: str, error: dict[str, Any]) -> bool:
-    if error.get("code") in _OVERFLOW_CODES or error.get("type") in _OVERFLOW_CODES:
-        return True
-    lowered = message.lower()
-    return any(phrase in lowered for phrase in _OVERFLOW_PHRASES)
-
-
 def _error_event(error: Any, raw: str) -> AgentError:
     """An error object sent inside a 200 reply or stream, as an AgentError."""
     if not isinstance(error, dict):
@@ -654,7 +622,7 @@ def _error_event(error: Any, raw: str) -> AgentError:
     if not isinstance(message, str) or not message:
         message = json.dumps(error, ensure_ascii=False)
     status = _status_of(error.get("status")) or _status_of(error.get("code"))
-    overflow = _is_overflow(message, error)
+    overflow = is_overflow(message, error)
     if status is not None:
         kind = kind_for_status(status)
     elif overflow:

@@ -75,12 +75,10 @@ from ._common import (
     cache_settings,
     check_provider,
     generated_call_id,
-    kind_for_status,
     merge_body,
     rendered_all,
     short_hash,
     tool_choice,
-    vendor_error,
 )
 from .base import (
     CONTINUE_TEXT,
@@ -99,6 +97,7 @@ from .base import (
     text_of,
     tool_call_part,
 )
+from .errors import http_error, is_overflow, kind_for_status
 
 log = logging.getLogger("agentcore")
 
@@ -213,8 +212,7 @@ class GeminiAdapter:
 
     def error(self, status: int, body_text: str) -> tuple[str, bool]:
         """The vendor's error message, and whether it reports a context overflow (never for a 429)."""
-        message, _ = vendor_error(body_text)
-        return message, status != 429 and _is_overflow(message)
+        return http_error(status, body_text)
 
 
 adapter = GeminiAdapter()
@@ -605,14 +603,6 @@ class GeminiStream:
 # ---------------------------------------------------------------- errors
 
 
-def _is_overflow(message: str) -> bool:
-    """Gemini: "The input token count (1200293) exceeds the maximum number of tokens allowed (1048576)."."""
-    lowered = message.lower()
-    return ("input token count" in lowered and "exceeds the maximum" in lowered) or (
-        "exceeds the maximum number of tokens" in lowered
-    )
-
-
 def _error_from(error: dict[str, Any], raw: str) -> AgentError:
     """An error object sent inside a 200 reply or stream, as an AgentError."""
     message = error.get("message")
@@ -620,7 +610,7 @@ def _error_from(error: dict[str, Any], raw: str) -> AgentError:
         message = json.dumps(error, ensure_ascii=False)
     code = error.get("code")
     status = code if isinstance(code, int) and not isinstance(code, bool) and 100 <= code <= 599 else None
-    overflow = _is_overflow(message)
+    overflow = is_overflow(message, error)
     kind = _STATUS_KINDS.get(str(error.get("status") or "")) or (
         kind_for_status(status) if status else "server"
     )

@@ -17,7 +17,9 @@ What the request carries (API.md §Wire):
 | user text / image / file      | `input_text` / `input_image` (data URL or URL) / `input_file`     |
 |                               | (`file_data` data URL + `filename`, or `file_url`); audio and video|
 |                               | have no Responses input: AgentError(kind="request")               |
-| assistant text                | `{"role": "assistant", "content": text}` (plain-string content)   |
+| user / system / assistant     | `{"type": "message", "role", "content"}`: every item names its     |
+|   messages                    | type (llama.cpp rejects one without it); assistant text is a plain |
+|                               | string (the schema's assistant input form)                         |
 | reasoning part (responses)    | `{"type": "reasoning", "id", "encrypted_content", "summary"}`      |
 |                               | (summary text only with capabilities.reasoning); others dropped    |
 | tool-call part                | `function_call` (`call_id`, `name`, `arguments`, `id` = fc_ item)  |
@@ -61,7 +63,6 @@ from ._common import (
     merge_body,
     rendered_all,
     tool_choice,
-    vendor_error,
 )
 from .base import (
     LLMResult,
@@ -80,6 +81,7 @@ from .base import (
     text_of,
     tool_call_part,
 )
+from .errors import http_error, is_overflow
 
 log = logging.getLogger("agentcore")
 
@@ -87,16 +89,6 @@ NAME = "responses"
 PROTECTED_KEYS = ("model", "input", "stream")
 _UNSUPPORTED_KEYS = ("top_k", "stop", "presence_penalty", "frequency_penalty", "seed")
 _TERMINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed")
-# Context overflow as OpenAI words it (lower-cased substrings), besides code
-# "context_length_exceeded":
-#   "Your input exceeds the context window of this model. Please adjust your input and try again."
-#   "Input tokens exceed the configured limit of 272000 tokens. Your messages resulted in ... tokens."
-#   "This model's maximum context length is 128000 tokens. However, your messages resulted in ..."
-_OVERFLOW_PHRASES = (
-    "exceeds the context window",
-    "tokens exceed the configured limit",
-    "maximum context length",
-)
 _ERROR_CODE_KINDS = {
     "rate_limit_exceeded": "limit",
     "insufficient_quota": "limit",
@@ -164,8 +156,7 @@ class ResponsesAdapter:
 
     def error(self, status: int, body_text: str) -> tuple[str, bool]:
         """The vendor's error message, and whether it reports a context overflow (never for a 429)."""
-        message, error = vendor_error(body_text)
-        return message, status != 429 and _is_overflow(message, error)
+        return http_error(status, body_text)
 
 
 adapter = ResponsesAdapter()
@@ -192,9 +183,9 @@ def _entry_items(role: Any, content: Any, request: Request) -> list[dict[str, An
     """The input items of one history entry (computed once per run, see `_utils/memo.py`)."""
     if role in ("user", "compact"):
         user = _user_content(content, request)
-        return [{"role": "user", "content": user}] if user else []
+        return [{"type": "message", "role": "user", "content": user}] if user else []
     if role == "system":
-        return [{"role": "system", "content": text_of(content)}]
+        return [{"type": "message", "role": "system", "content": text_of(content)}]
     if role == "assistant":
         return list(_assistant_items(content, request))
     if role == "tool":
@@ -250,7 +241,7 @@ def _assistant_items(content: Any, request: Request) -> list[dict[str, Any]]:
     def flush_text() -> None:
         joined = "".join(text)
         if joined:
-            items.append({"role": "assistant", "content": joined})
+            items.append({"type": "message", "role": "assistant", "content": joined})
         text.clear()
 
     for part in parts:
@@ -639,13 +630,6 @@ def _load_event(data: str) -> dict[str, Any]:
 # ---------------------------------------------------------------- errors
 
 
-def _is_overflow(message: str, error: dict[str, Any]) -> bool:
-    if error.get("code") == "context_length_exceeded":
-        return True
-    lowered = message.lower()
-    return any(phrase in lowered for phrase in _OVERFLOW_PHRASES)
-
-
 def _error_from(error: Any, raw: str, default_kind: str = "server") -> AgentError:
     """An error object inside a 200 reply or stream (`error` event, failed response) as an AgentError.
 
@@ -656,7 +640,7 @@ def _error_from(error: Any, raw: str, default_kind: str = "server") -> AgentErro
     message = error.get("message")
     if not isinstance(message, str) or not message:
         message = json.dumps(error, ensure_ascii=False)
-    overflow = _is_overflow(message, error)
+    overflow = is_overflow(message, error)
     code = str(error.get("code") or error.get("type") or "")
     kind = "request" if overflow else _ERROR_CODE_KINDS.get(code, default_kind)
     return AgentError(message, kind=kind, body=raw, overflow=overflow)

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from .._utils.cancel import Signal, child
 from .._utils.ids import random_hex
 from .._utils.schemas import validator as _validator
-from .handlers import FileTool, MemoryTool
+from .handlers import FileTool, MemoryTool, ToolSet
 from .memory import OnOutput, run_memory
 from .shape import (
     error_result,
@@ -27,7 +27,7 @@ from .shape import (
     invalid_call_result,
     truncate_result,
 )
-from .toolset import ToolSet, load
+from .toolset import load
 
 _MAX_LISTED_ERRORS = 5
 _MAX_ERROR_CHARS = 300

@@ -1,13 +1,17 @@
-"""What a ToolSet keeps, per tool, to run it: a memory tool or a file tool.
+"""The values tools travel in: a ToolSet, and per tool what runs it (a memory tool or a file tool).
 
-Users never build these; they come from `adopt()` / `scan()` and travel inside a ToolSet.
+Users never build handlers; they come from `adopt()` / `scan()` and travel inside a ToolSet.
+These are plain values, so every part of `tools/` (gathering, running, warming processes)
+imports them from here and none of those parts imports another to know them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..errors import AgentError
 
 
 @dataclass(frozen=True)
@@ -43,3 +47,36 @@ class FileTool:
 
 
 Handler = MemoryTool | FileTool
+
+
+@dataclass(frozen=True)
+class ToolSet:
+    """A named set of tools.
+
+    Attributes:
+        schema: name → `{"name", "description", "input_schema", "source": "memory" | "file",
+            ...extra keys of the tool}`; what the model is told.
+        handlers: name → `MemoryTool` | `FileTool`; what runs a call.
+    """
+
+    schema: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    handlers: Mapping[str, Handler] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Own copies, so that a new set never changes when another is built from it.
+        object.__setattr__(self, "schema", dict(self.schema))
+        object.__setattr__(self, "handlers", dict(self.handlers))
+        if set(self.schema) != set(self.handlers):
+            raise AgentError("a ToolSet needs the same names in schema and handlers", kind="config")
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.handlers
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.schema)
+
+    def __len__(self) -> int:
+        return len(self.schema)
+
+    def __repr__(self) -> str:
+        return f"ToolSet({list(self.schema)!r})"

@@ -11,9 +11,10 @@ and (Linux) when the kernel reports our death, the child kills all it started, t
 a child that did not (it ignored SIGTERM, or crashed) is frozen and its descendants are found
 in /proc and killed from here, also those that left its group or session.
 
-The worker (worker.py) is read as text and run with `python -c`, never imported by package
-name, so a vendored copy of the package starts it the same way. Its /proc walk is the one copy
-this side uses too (imported when a kill needs it).
+The worker (worker.py, after the sources it shares with this side: `WORKER_SOURCES`) is read as
+text and run with `python -c`, never imported by package name, so a vendored copy of the package
+starts it the same way. Its /proc walk and its names (`CONF_ENV`, `SOURCE_NAME`) are the one copy
+this side uses too.
 """
 
 from __future__ import annotations
@@ -34,16 +35,19 @@ from pathlib import Path
 from typing import Any
 
 from .._utils.notify import notify
+from .worker import CONF_ENV, SOURCE_NAME, kill_descendants, wait_dead
 
 OnOutput = Callable[[dict[str, Any]], Any]
 
 SOURCE_ENV = "_AGENTCORE_TOOL_WORKER"
-CONF_ENV = "_AGENTCORE_TOOL_WORKER_CONF"
-SOURCE_NAME = "<agentcore-tool-worker>"
+# What a tool process runs, in this order, into one set of globals: the rules it shares with this
+# process (stdlib-only files of this folder, never copied), then the worker itself.
+WORKER_SOURCES = ("shape.py", "fields.py", "worker.py")
 # The worker travels compiled (marshal, base64): the child runs the same interpreter as this
 # process, and skipping the compile saves ~10 ms of every cold start.
 BOOTSTRAP = (
-    f"import os,marshal,binascii;exec(marshal.loads(binascii.a2b_base64(os.environ.pop({SOURCE_ENV!r}))))"
+    "import os,marshal,binascii\n"
+    f"for code in marshal.loads(binascii.a2b_base64(os.environ.pop({SOURCE_ENV!r}))): exec(code)"
 )
 
 KILL_GRACE_S = 0.2
@@ -347,8 +351,6 @@ class Process:
 
     def _wait_group_dead(self) -> None:
         """Wait (bounded) until the SIGKILLed members of the group — programs the tool started — are dead."""
-        from .worker import wait_dead
-
         wait_dead(group=self.pid)
 
     def stop(self, *, close: bool) -> None:
@@ -417,8 +419,6 @@ def _kill_descendants(pid: int, *, root_alive: bool) -> None:
 
     After a crash its orphans went to init; those still in its session or group are found.
     """
-    from .worker import kill_descendants
-
     kill_descendants(pid, frozenset({os.getpgid(0), os.getsid(0)}), root_alive=root_alive)
 
 
@@ -497,27 +497,23 @@ def _spawn(fn: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]
     return fn()
 
 
-_source: str | None = None
 _code: str | None = None
 
 
-def worker_source() -> str:
-    """worker.py as text, read once from next to this file (works installed, checked out or vendored)."""
-    global _source
-    if _source is None:
-        _source = (Path(__file__).parent / "worker.py").read_text(encoding="utf-8")
-    return _source
-
-
 def worker_code() -> str:
-    """worker.py compiled, marshalled and base64-encoded, made once per process."""
+    """The worker's sources (`WORKER_SOURCES`, read from next to this file: works installed, checked
+    out or vendored) compiled, marshalled as one tuple and base64-encoded; made once per process."""
     global _code
     if _code is None:
         import binascii
         import marshal
 
-        code = compile(worker_source(), SOURCE_NAME, "exec")
-        _code = binascii.b2a_base64(marshal.dumps(code), newline=False).decode("ascii")
+        folder = Path(__file__).parent
+        codes = tuple(
+            compile((folder / name).read_text(encoding="utf-8"), SOURCE_NAME, "exec")
+            for name in WORKER_SOURCES
+        )
+        _code = binascii.b2a_base64(marshal.dumps(codes), newline=False).decode("ascii")
     return _code
 
 

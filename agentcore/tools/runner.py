@@ -25,11 +25,9 @@ from .._utils.tracecontext import traceparent
 from ..errors import AgentError
 from .handlers import FileTool
 from .process import (
-    CONF_ENV,
     KILL_GRACE_S,
     MAX_OUTPUT_BYTES,
     SOURCE_ENV,
-    SOURCE_NAME,
     OnOutput,
     Output,
     Process,
@@ -37,6 +35,7 @@ from .process import (
 )
 from .shape import error_result, interrupted_result, timeout_result
 from .spares import take as take_spare
+from .worker import CONF_ENV, SOURCE_NAME
 
 # Re-exported: tests and the benchmark import them from here.
 __all__ = ["CONF_ENV", "MAX_OUTPUT_BYTES", "SOURCE_ENV", "SOURCE_NAME", "ToolPool", "shared_pool"]

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentError
-from .handlers import FileTool
-from .toolset import ToolSet
+from .handlers import FileTool, ToolSet
 
 if TYPE_CHECKING:
     from .runner import ToolPool

@@ -9,12 +9,14 @@ A result is always a plain-JSON dict: `output` (an output block), plus `stop`, `
 and `interrupted` when they apply. Nothing here raises for a bad return value: a value
 the model could not read becomes an error result, because a malformed block written to
 the append-only history would break every later request.
+
+These rules are also the tool process's: its worker runs this file's source before its own
+(tools/process.py), so this file imports the standard library only, and at module level only
+what a tool process has loaded anyway (every one of them pays for the rest).
 """
 
 from __future__ import annotations
 
-import base64
-import dataclasses
 import enum
 import json
 import math
@@ -199,6 +201,8 @@ _NOT_SCALAR = object()
 
 def _scalar(value: Any) -> Any:
     if isinstance(value, bytes | bytearray | memoryview):
+        import base64
+
         return base64.b64encode(bytes(value)).decode("ascii")
     # decimal, datetime, pathlib and uuid are looked up only once loaded (a value of one of their
     # types means its module is loaded), so that importing the tools does not import them.
@@ -229,7 +233,9 @@ def _container(value: Any, active: set[int]) -> Any:
             return sorted(items)
         except TypeError:
             return items
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    # A dataclass instance exists only once `dataclasses` is loaded: no need to load it here.
+    dataclasses = sys.modules.get("dataclasses")
+    if dataclasses is not None and dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _to_json(getattr(value, f.name), active) for f in dataclasses.fields(value)}
     dump = getattr(value, "model_dump", None)
     if callable(dump) and not isinstance(value, type):

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import AgentError
 
 if TYPE_CHECKING:
+    from .handlers import ToolSet
     from .process import Process
-    from .toolset import ToolSet
 
 _lock = threading.Lock()
 _spares: list[Process] = []
@@ -86,8 +86,7 @@ def warm(n: int, tools: ToolSet | None = None, *, timeout: float = 30.0) -> int:
 
 def _roots(tools: ToolSet | None) -> list[dict[str, Any]]:
     """The folders of the file tools in `tools`, as scan specs."""
-    from .handlers import FileTool
-    from .toolset import ToolSet
+    from .handlers import FileTool, ToolSet
 
     if tools is None:
         return []

@@ -14,53 +14,23 @@ from __future__ import annotations
 import copy
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..errors import AgentError
 from .decorator import FunctionTool, is_timeout
-from .handlers import Handler, MemoryTool
+from .fields import field_of, takes_context
+from .handlers import Handler, MemoryTool, ToolSet
 from .shape import NotJSON, to_json
+
+# ToolSet is defined with the handlers (tools/handlers.py) and named here too, where it is built.
+__all__ = ["ToolSet", "adopt", "load", "merge", "omit", "pick", "scan_folders"]
 
 EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
 # Tool fields that run the tool: kept in `handlers`, never sent to the model.
 _HANDLER_KEYS = frozenset({"execute", "timeout", "to_model_output"})
 _SCHEMA_KEYS = frozenset({"name", "description", "input_schema", "inputSchema"})
-
-
-@dataclass(frozen=True)
-class ToolSet:
-    """A named set of tools.
-
-    Attributes:
-        schema: name → `{"name", "description", "input_schema", "source": "memory" | "file",
-            ...extra keys of the tool}`; what the model is told.
-        handlers: name → `MemoryTool` | `FileTool`; what runs a call.
-    """
-
-    schema: Mapping[str, dict[str, Any]] = field(default_factory=dict)
-    handlers: Mapping[str, Handler] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        # Own copies, so that a new set never changes when another is built from it.
-        object.__setattr__(self, "schema", dict(self.schema))
-        object.__setattr__(self, "handlers", dict(self.handlers))
-        if set(self.schema) != set(self.handlers):
-            raise AgentError("a ToolSet needs the same names in schema and handlers", kind="config")
-
-    def __contains__(self, name: object) -> bool:
-        return name in self.handlers
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.schema)
-
-    def __len__(self) -> int:
-        return len(self.schema)
-
-    def __repr__(self) -> str:
-        return f"ToolSet({list(self.schema)!r})"
 
 
 def adopt(obj: Any) -> ToolSet:
@@ -205,7 +175,7 @@ def _from_dict(item: Mapping[str, Any], key: str | None, index: int) -> tuple[di
         description=item.get("description"),
         input_schema=item.get("input_schema", item.get("inputSchema")),
         execute=execute,
-        takes_context=callable(execute) and _takes_context(execute),
+        takes_context=callable(execute) and takes_context(execute),
         timeout=item.get("timeout"),
         to_model_output=item.get("to_model_output"),
         extra=extra,
@@ -215,11 +185,11 @@ def _from_dict(item: Mapping[str, Any], key: str | None, index: int) -> tuple[di
 def _from_object(item: Any, key: str | None, index: int) -> tuple[dict[str, Any], MemoryTool]:
     execute = getattr(item, "execute", None)
     if callable(execute):
-        takes_context = isinstance(item, FunctionTool) or _takes_context(execute)
+        with_context = isinstance(item, FunctionTool) or takes_context(execute)
     else:
         call = getattr(item, "call", None)
         execute = _mcp_execute(call) if callable(call) else None
-        takes_context = False
+        with_context = False
     input_schema = getattr(item, "input_schema", None)
     if input_schema is None:
         input_schema = getattr(item, "inputSchema", None)
@@ -229,7 +199,7 @@ def _from_object(item: Any, key: str | None, index: int) -> tuple[dict[str, Any]
         description=getattr(item, "description", None),
         input_schema=input_schema,
         execute=execute,
-        takes_context=takes_context,
+        takes_context=with_context,
         timeout=getattr(item, "timeout", None),
         to_model_output=getattr(item, "to_model_output", None),
         extra=_object_extra(item),
@@ -295,18 +265,6 @@ def _input_schema(schema: Any, label: str) -> dict[str, Any]:
     return copy.deepcopy(dict(schema))
 
 
-def _takes_context(fn: Callable[..., Any]) -> bool:
-    """Whether `fn(input, ctx)` is the call form: two positional parameters (or *args)."""
-    import inspect
-
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        return False
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
-
-
 # ---------------------------------------------------------------- MCP-style objects
 
 
@@ -323,26 +281,26 @@ def mcp_value(value: Any) -> Any:
     Text items become text, images image parts, audio file parts; `isError` gives an
     error-text block.
     """
-    content = _field(value, "content")
-    if not isinstance(content, list) or not all(isinstance(_field(item, "type"), str) for item in content):
+    content = field_of(value, "content")
+    if not isinstance(content, list) or not all(isinstance(field_of(item, "type"), str) for item in content):
         return value
     parts = [_mcp_part(item) for item in content]
     texts = [part["text"] for part in parts if part["type"] == "text"]
-    if _field(value, "isError") or _field(value, "is_error"):
+    if field_of(value, "isError") or field_of(value, "is_error"):
         return {"output": {"type": "error-text", "value": "\n".join(texts) or "The tool reported an error."}}
     if not parts:
-        return _field(value, "structuredContent")
+        return field_of(value, "structuredContent")
     if len(texts) == len(parts):
         return "\n".join(texts)
     return {"output": {"type": "content", "value": parts}}
 
 
 def _mcp_part(item: Any) -> dict[str, Any]:
-    kind = _field(item, "type")
-    media_type = _field(item, "mimeType") or _field(item, "mime_type")
-    data = str(_field(item, "data") or "")
+    kind = field_of(item, "type")
+    media_type = field_of(item, "mimeType") or field_of(item, "mime_type")
+    data = str(field_of(item, "data") or "")
     if kind == "text":
-        return {"type": "text", "text": str(_field(item, "text") or "")}
+        return {"type": "text", "text": str(field_of(item, "text") or "")}
     if kind == "image":
         return {"type": "image", "image": data, "media_type": media_type or "image/png"}
     if kind == "audio":
@@ -352,9 +310,3 @@ def _mcp_part(item: Any) -> dict[str, Any]:
     except (NotJSON, RecursionError):
         text = str(item)
     return {"type": "text", "text": text}
-
-
-def _field(value: Any, key: str) -> Any:
-    if isinstance(value, Mapping):
-        return value.get(key)
-    return getattr(value, key, None)

@@ -3,10 +3,12 @@
     python -c "<bootstrap>"        # started by runner.py; this source and the settings
                                    # arrive in environment variables, see runner.py
 
-runner.py reads this file as text and runs it as an anonymous program, so it works installed,
+process.py reads this file as text and runs it as an anonymous program, so it works installed,
 from a checkout or vendored under any package name. It must import nothing but the standard
-library and never rely on its own file or package. Its shaping rules are a copy of
-tools/shape.py (tests/tools/test_runner.py compares the two).
+library and never rely on its own file or package. The rules it shares with the parent are not
+copied: process.py runs the sources of tools/shape.py (a return value -> the result) and
+tools/fields.py (a tool object's fields and call form) first, into the same globals, so their
+names are this program's own; imported as a module (the parent's kill helpers), it imports them.
 
 Wire, one JSON object per line. The parent writes on the command pipe:
     {"op": "call", "id", "path", "root", "version", "name", "input", "tool_call_id", "agent_id", "cwd",
@@ -26,25 +28,36 @@ orphans come back to it), then its group. No tool nor any program it started out
 
 from __future__ import annotations
 
-import enum
 import faulthandler
 import importlib.machinery
 import itertools
 import json
-import math
 import os
 import queue
 import signal
 import sys
 import threading
 import types
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 # Every tool process pays for what is imported here, so the rest is imported where it is
 # used; a value of a type from a module not yet imported (Decimal, datetime, ...) cannot exist.
 
-SOURCE_ENV = "_AGENTCORE_TOOL_WORKER"
+if __name__ != "__main__":
+    # In a tool process these are already globals here (the sources run first, see above).
+    from .fields import field_of, takes_context
+    from .shape import (
+        NotJSON,
+        describe,
+        error_result,
+        generator_value,
+        shape,
+        shape_model_output,
+        to_json,
+    )
+
+# The environment variable holding this process's settings (process.py sets it).
 CONF_ENV = "_AGENTCORE_TOOL_WORKER_CONF"
 # The name runner.py compiles this source under; frames with it are hidden from tracebacks.
 SOURCE_NAME = "<agentcore-tool-worker>"
@@ -379,7 +392,7 @@ class Worker:
             _follow_trace(job.get("traceparent"))
             return self._run(job, cancel)
         except BaseException as exc:  # the worker must answer whatever happened
-            return exception_result(exc)
+            return raised_result(exc)
         finally:
             _flush_std_streams()
             with self.lock:
@@ -406,7 +419,7 @@ class Worker:
         except SystemExit as exc:
             return error_result(f"The tool exited (sys.exit({exc.code!r})) instead of returning a value.")
         except BaseException as exc:
-            return exception_result(exc)
+            return raised_result(exc)
         if tool.to_model_output is not None:
             return shape_model_output(tool.to_model_output, value, tool_input)
         return shape(value)
@@ -474,19 +487,19 @@ class Tool:
     def __init__(self, obj: Any) -> None:
         self.obj = obj
         self.is_dict = isinstance(obj, Mapping)
-        self.name: Any = _field(obj, "name")
-        self.description: Any = _field(obj, "description")
-        schema = _field(obj, "input_schema")
-        self.input_schema: Any = schema if schema is not None else _field(obj, "inputSchema")
-        self.execute: Any = _field(obj, "execute")
-        self.timeout: Any = _field(obj, "timeout")
-        self.to_model_output: Any = _field(obj, "to_model_output")
+        self.name: Any = field_of(obj, "name")
+        self.description: Any = field_of(obj, "description")
+        schema = field_of(obj, "input_schema")
+        self.input_schema: Any = schema if schema is not None else field_of(obj, "inputSchema")
+        self.execute: Any = field_of(obj, "execute")
+        self.timeout: Any = field_of(obj, "timeout")
+        self.to_model_output: Any = field_of(obj, "to_model_output")
 
     def invoke(self, tool_input: dict[str, Any], ctx: Any) -> Any:
         if not self.is_dict:
             # `@tool` objects convert the input (enums, the ToolContext parameter) themselves.
             return self.execute(tool_input, ctx)
-        if _takes_context(self.execute):
+        if takes_context(self.execute):
             return self.execute(tool_input, ctx)
         return self.execute(tool_input)
 
@@ -566,10 +579,6 @@ class Tool:
             except (NotJSON, RecursionError):
                 continue
         return extra
-
-
-def _field(obj: Any, key: str) -> Any:
-    return obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
 
 
 class Context:
@@ -782,24 +791,7 @@ def _import_file(path: str) -> types.ModuleType:
     return module
 
 
-def _takes_context(fn: Callable[..., Any]) -> bool:
-    """Whether `fn(input, ctx)` is the call form: two positional parameters (or *args)."""
-    import inspect
-
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        return False
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
-
-
 # ---------------------------------------------------------------- errors
-
-
-def describe(exc: BaseException) -> str:
-    message = str(exc)
-    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
 def _exception_text(exc: BaseException) -> str:
@@ -815,220 +807,13 @@ def _exception_text(exc: BaseException) -> str:
     return f"{text}\nTraceback (last lines):\n{lines}"
 
 
-def exception_result(exc: BaseException) -> dict[str, Any]:
-    """The result for a tool that raised: `Type: message` plus the last lines of the traceback."""
+def raised_result(exc: BaseException) -> dict[str, Any]:
+    """The result for a tool that raised: `Type: message` plus the last lines of its traceback.
+
+    (The parent's `shape.exception_result` names only the line: a memory tool's frames are the
+    caller's own code, a tool process's are a file the model cannot see.)
+    """
     return error_result(_exception_text(exc), error=describe(exc))
-
-
-# ---------------------------------------------------------------- shaping (a copy of tools/shape.py)
-
-BLOCK_TYPES = ("text", "json", "error-text", "error-json", "execution-denied", "content")
-PART_TYPES = ("text", "image", "file")
-ERROR_TYPES = ("error-text", "error-json")
-NO_OUTPUT_TEXT = "The tool ran successfully and returned no output."
-
-
-class NotJSON(TypeError):
-    """A value has no plain-JSON form (an arbitrary object, a cycle, a bad dict key)."""
-
-
-class InvalidBlock(ValueError):
-    """An output block the model could not read (unknown type, bad value, bad content part)."""
-
-
-def shape(value: Any) -> dict[str, Any]:
-    """The result for a tool's return value."""
-    try:
-        if _is_envelope(value):
-            return _shape_envelope(value)
-        return output_result(value_block(value))
-    except NotJSON as exc:
-        return error_result(f"The tool returned a value that cannot be sent to the model: {exc}")
-    except InvalidBlock as exc:
-        return error_result(f"The tool returned an invalid output block: {exc}")
-    except RecursionError:
-        return error_result("The tool returned a value nested too deeply to send to the model.")
-
-
-def shape_model_output(to_model_output: Callable[..., Any], value: Any, tool_input: Any) -> dict[str, Any]:
-    """The result when the tool has `to_model_output(output=, input=)`: its block, validated."""
-    try:
-        block = to_model_output(output=value, input=tool_input)
-    except Exception as exc:
-        return error_result(f"to_model_output failed: {describe(exc)}")
-    try:
-        checked = validate_block(block)
-    except (InvalidBlock, NotJSON, RecursionError) as exc:
-        return error_result(f"to_model_output returned an invalid output block: {exc}")
-    return output_result(checked, stop=_is_envelope(value) and value.get("stop") is True)
-
-
-def value_block(value: Any) -> dict[str, Any]:
-    if value is None:
-        return {"type": "text", "value": NO_OUTPUT_TEXT}
-    if isinstance(value, str):
-        return {"type": "text", "value": value}
-    return {"type": "json", "value": to_json(value)}
-
-
-def generator_value(returned: Any, yields: list[Any]) -> Any:
-    if returned is not None:
-        return returned
-    if yields and all(isinstance(item, str) for item in yields):
-        return "".join(yields)
-    return yields or None
-
-
-def output_result(block: dict[str, Any], *, stop: bool = False) -> dict[str, Any]:
-    result: dict[str, Any] = {"output": block}
-    if stop:
-        result["stop"] = True
-    if block.get("type") in ERROR_TYPES:
-        value = block.get("value")
-        result["error"] = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return result
-
-
-def error_result(text: str, error: str | None = None) -> dict[str, Any]:
-    return {"output": {"type": "error-text", "value": text}, "error": error if error is not None else text}
-
-
-def _is_envelope(value: Any) -> bool:
-    if not isinstance(value, Mapping) or not value or not set(value) <= {"output", "stop"}:
-        return False
-    return "output" in value or value.get("stop") is True
-
-
-def _shape_envelope(value: Mapping[str, Any]) -> dict[str, Any]:
-    output = value.get("output")
-    stop = value.get("stop") is True
-    if isinstance(output, Mapping) and isinstance(output.get("type"), str):
-        return output_result(validate_block(output), stop=stop)
-    return output_result(value_block(output), stop=stop)
-
-
-def validate_block(block: Any) -> dict[str, Any]:
-    if not isinstance(block, Mapping):
-        raise InvalidBlock(f"expected a dict with 'type' and 'value', got {type(block).__name__}")
-    kind = block.get("type")
-    if kind not in BLOCK_TYPES:
-        raise InvalidBlock(f"unknown output block type {kind!r}; use one of {', '.join(BLOCK_TYPES)}")
-    value = block.get("value")
-    if kind in ("text", "error-text") and not isinstance(value, str):
-        raise InvalidBlock(f"a {kind} block needs a str value, got {type(value).__name__}")
-    if kind in ("json", "error-json"):
-        value = to_json(value)
-    if kind == "execution-denied" and value is not None and not isinstance(value, str):
-        raise InvalidBlock("an execution-denied block needs a str value (the reason)")
-    if kind == "content":
-        value = _content_parts(value)
-    return {**block, "value": value}
-
-
-def _content_parts(value: Any) -> list[dict[str, Any]]:
-    if not isinstance(value, list):
-        raise InvalidBlock("a content block needs a list of parts")
-    return [_content_part(part) for part in value]
-
-
-def _content_part(part: Any) -> dict[str, Any]:
-    if not isinstance(part, Mapping):
-        raise InvalidBlock(f"content parts are dicts, got {type(part).__name__}")
-    kind = part.get("type")
-    if kind not in PART_TYPES:
-        raise InvalidBlock(
-            f"content part type {kind!r} is rejected: tool output may hold only text, image and file parts"
-        )
-    needed = {"text": ("text",), "image": ("image",), "file": ("data", "media_type")}[kind]
-    for key in needed:
-        if not isinstance(part.get(key), str):
-            raise InvalidBlock(f"a {kind} part needs a str {key!r}")
-    for key in ("media_type", "filename"):
-        if key in part and not isinstance(part[key], str):
-            raise InvalidBlock(f"a {kind} part's {key!r} must be a str")
-    return dict(part)
-
-
-def to_json(value: Any) -> Any:
-    """A plain-JSON copy of `value` (same rules as tools/shape.py), or NotJSON."""
-    return _to_json(value, set())
-
-
-def _to_json(value: Any, active: set[int]) -> Any:
-    if isinstance(value, enum.Enum):
-        return _to_json(value.value, active)
-    if value is None or isinstance(value, str | bool | int):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    scalar = _scalar(value)
-    if scalar is not _NOT_SCALAR:
-        return scalar
-    if id(value) in active:
-        raise NotJSON(f"a cyclic structure (a {type(value).__name__} contains itself)")
-    active.add(id(value))
-    try:
-        return _container(value, active)
-    finally:
-        active.discard(id(value))
-
-
-_NOT_SCALAR = object()
-
-
-def _scalar(value: Any) -> Any:
-    if isinstance(value, bytes | bytearray | memoryview):
-        import base64
-
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if _is_instance(value, "decimal", "Decimal"):
-        number = float(value)
-        return number if math.isfinite(number) else None
-    if _is_instance(value, "datetime", "datetime", "date", "time"):
-        return value.isoformat()
-    if _is_instance(value, "pathlib", "PurePath") or _is_instance(value, "uuid", "UUID"):
-        return str(value)
-    return _NOT_SCALAR
-
-
-def _is_instance(value: Any, module_name: str, *names: str) -> bool:
-    """isinstance against classes of `module_name`, without importing it (see the imports)."""
-    module = sys.modules.get(module_name)
-    if module is None:
-        return False
-    return isinstance(value, tuple(getattr(module, name) for name in names))
-
-
-def _container(value: Any, active: set[int]) -> Any:
-    if isinstance(value, Mapping):
-        return {_key(key): _to_json(item, active) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_to_json(item, active) for item in value]
-    if isinstance(value, set | frozenset):
-        items = [_to_json(item, active) for item in value]
-        try:
-            return sorted(items)
-        except TypeError:
-            return items
-    dataclasses = sys.modules.get("dataclasses")
-    if dataclasses is not None and dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {
-            field.name: _to_json(getattr(value, field.name), active) for field in dataclasses.fields(value)
-        }
-    dump = getattr(value, "model_dump", None)
-    if callable(dump) and not isinstance(value, type):
-        return _to_json(dump(), active)
-    raise NotJSON(f"a {type(value).__module__}.{type(value).__qualname__} object is not JSON")
-
-
-def _key(key: Any) -> str:
-    if isinstance(key, str):
-        return key
-    if isinstance(key, enum.Enum):
-        return _key(key.value)
-    if key is None or isinstance(key, bool | int | float):
-        return json.dumps(key)
-    raise NotJSON(f"a dict key of type {type(key).__name__} is not JSON (keys must be str)")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from openapi_check import OPENAPI, validate_create_response
 
 from agentcore import output as output_specs
 from agentcore._utils.sse import SSEParser
@@ -33,7 +34,6 @@ from agentcore.protocols.base import DEFAULT_CAPABILITIES, LLMResult, Request
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 RECORDED = SHARED / "fixtures" / "recorded"
-OPENAPI = SHARED / "schemas" / "openai-openapi-requests.json"
 PROTOCOLS = ("responses", "anthropic", "gemini")
 
 # fixture id -> why we believe the recorded expectation is wrong (each one skipped, with its reason).
@@ -563,47 +563,10 @@ def test_request_has_the_vendor_shape(path: Path) -> None:
         assert wire.body["tools"][-1]["name"] == request.output.name
     assert ours == theirs
     if protocol == "responses":
-        _validate_create_response(wire.body)
+        validate_create_response(wire.body)
 
 
 # ---------------------------------------------------------------- OpenAPI validation (responses)
-
-
-def _openapi_validator() -> Any:
-    import jsonschema
-
-    document = json.loads(OPENAPI.read_text(encoding="utf-8"))
-    components = _openapi_to_json_schema(document["components"])
-    schema = {"$ref": "#/components/schemas/CreateResponse", "components": components}
-    return jsonschema.Draft202012Validator(schema)
-
-
-def _openapi_to_json_schema(node: Any) -> Any:
-    """OpenAPI 3 quirks as JSON Schema: `nullable` allows null; a `oneOf` with a `discriminator`
-    is checked as `anyOf` (OpenAPI picks the branch by the discriminator, which jsonschema does
-    not implement, and branches such as EasyInputMessage / InputMessage overlap)."""
-    if isinstance(node, list):
-        return [_openapi_to_json_schema(item) for item in node]
-    if not isinstance(node, dict):
-        return node
-    node = {key: _openapi_to_json_schema(value) for key, value in node.items()}
-    if "discriminator" in node and "oneOf" in node:
-        node["anyOf"] = node.pop("oneOf")
-    if node.pop("nullable", False):
-        return {"anyOf": [node, {"type": "null"}]}
-    return node
-
-
-_VALIDATOR: list[Any] = []
-
-
-def _validate_create_response(body: dict[str, Any]) -> None:
-    if not OPENAPI.exists():
-        pytest.skip(f"no OpenAPI schema at {OPENAPI}")
-    if not _VALIDATOR:
-        _VALIDATOR.append(_openapi_validator())
-    errors = sorted(_VALIDATOR[0].iter_errors(body), key=lambda e: list(e.absolute_path))
-    assert not errors, [f"{list(e.absolute_path)}: {e.message[:200]}" for e in errors]
 
 
 def test_the_openapi_check_rejects_a_malformed_body() -> None:
@@ -611,9 +574,9 @@ def test_the_openapi_check_rejects_a_malformed_body() -> None:
     if not OPENAPI.exists():
         pytest.skip(f"no OpenAPI schema at {OPENAPI}")
     with pytest.raises(AssertionError):
-        _validate_create_response(
+        validate_create_response(
             {"model": "m", "input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}
         )
-    _validate_create_response(
+    validate_create_response(
         {"model": "m", "input": [{"role": "user", "content": [{"type": "input_text", "text": "x"}]}]}
     )

@@ -66,7 +66,7 @@ def test_url_auth_and_stateless_fields() -> None:
     assert wire.body["include"] == ["reasoning.encrypted_content"]
     assert wire.body["instructions"] == "Be brief."
     assert wire.body["stream"] is True
-    assert wire.body["input"] == [{"role": "user", "content": "hi"}]
+    assert wire.body["input"] == [{"type": "message", "role": "user", "content": "hi"}]
 
 
 def test_no_key_no_auth_header_and_no_empty_instructions() -> None:
@@ -150,7 +150,7 @@ def test_assistant_parts_become_items_in_order() -> None:
         "input"
     ][1:]
     assert items == [
-        {"role": "assistant", "content": "Let me add."},
+        {"type": "message", "role": "assistant", "content": "Let me add."},
         {"type": "reasoning", "id": "rs_1", "encrypted_content": "ENC", "summary": []},
         {"type": "function_call", "call_id": "call_1", "name": "add", "arguments": '{"a": 1}', "id": "fc_1"},
         {"type": "function_call", "call_id": "call_2", "name": "add", "arguments": '{"a": 1}'},
@@ -187,7 +187,7 @@ def test_other_reasoning_is_dropped(meta: dict[str, Any] | None) -> None:
         {"role": "user", "content": "q"},
         {"role": "assistant", "content": [part, {"type": "text", "text": "a"}]},
     ]
-    assert body_of(make(messages))["input"][1:] == [{"role": "assistant", "content": "a"}]
+    assert body_of(make(messages))["input"][1:] == [{"type": "message", "role": "assistant", "content": "a"}]
 
 
 def test_reasoning_without_a_following_item_is_dropped() -> None:
@@ -202,7 +202,10 @@ def test_reasoning_without_a_following_item_is_dropped() -> None:
         {"role": "assistant", "content": [reasoning]},
         {"role": "user", "content": "go on"},
     ]
-    assert [i.get("type", i.get("role")) for i in body_of(make(messages))["input"]] == ["user", "user"]
+    assert [(i["type"], i.get("role")) for i in body_of(make(messages))["input"]] == [
+        ("message", "user"),
+        ("message", "user"),
+    ]
 
 
 def test_tool_results_become_function_call_outputs() -> None:

@@ -22,9 +22,8 @@ from proc_checks import alive, gone
 
 from agentcore._utils.cancel import Signal
 from agentcore.tools import shape as shape_py
-from agentcore.tools import worker
 from agentcore.tools.handlers import FileTool
-from agentcore.tools.runner import CONF_ENV, MAX_OUTPUT_BYTES, SOURCE_ENV, SOURCE_NAME, ToolPool
+from agentcore.tools.runner import MAX_OUTPUT_BYTES, SOURCE_NAME, ToolPool
 from agentcore.tools.scan import scan
 from agentcore.tools.toolset import ToolSet
 
@@ -506,69 +505,70 @@ def test_crashed_and_killed_processes_leave_no_open_pipes_behind(tools: ToolSet)
         own.close()
 
 
-# ---------------------------------------------------------------- the worker's copy of the rules
+# ---------------------------------------------------------------- the rules the worker shares
 
 
 class Mood(enum.Enum):
     GOOD = "good"
 
 
-@pytest.mark.parametrize(
-    "value",
-    [
-        None,
-        "text",
-        3,
-        2.5,
-        float("nan"),
-        True,
-        [1, (2, 3)],
-        {"b": {1, 2}},
-        {1: "x", None: "y"},
-        dt.datetime(2024, 1, 2, 3, 4, 5),
-        dt.date(2024, 1, 2),
-        b"\x00\xff",
-        decimal.Decimal("1.5"),
-        Mood.GOOD,
-        Path("/tmp/x"),
-        uuid.UUID(int=1),
-        object(),
-        {"output": "plain"},
-        {"output": {"type": "json", "value": {"a": (1,)}}},
-        {"stop": True},
-        {"stop": True, "output": 4},
-        {"output": {"type": "nope", "value": 1}},
-        {"output": {"type": "content", "value": [{"type": "audio"}]}},
-        {"output": {"type": "text", "value": 3}},
-        {"output": 1, "extra": 2},
-        {(1, 2): 3},
-    ],
-)
-def test_the_worker_shapes_values_exactly_like_shape_py(value: Any) -> None:
-    assert worker.shape(value) == shape_py.shape(value)
+# The values below, built in the tool process: each reaches the model shaped as shape.py shapes it.
+VALUES_TOOL = """
+import datetime as dt, decimal, enum, uuid
+from pathlib import Path
 
 
-def test_the_worker_shapes_generators_and_to_model_output_like_shape_py() -> None:
-    cases: list[tuple[Any, list[Any]]] = [(None, ["a", "b"]), (None, [1, "a"]), (5, ["x"]), (None, [])]
-    for returned, yields in cases:
-        assert worker.generator_value(returned, yields) == shape_py.generator_value(returned, yields)
-
-    def block(output: Any, input: Any) -> Any:
-        return {"type": "text", "value": f"{output}/{input['q']}"}
-
-    def broken(output: Any, input: Any) -> Any:
-        raise KeyError("k")
-
-    for fn, value in [
-        (block, 1),
-        (block, {"stop": True, "output": 1}),
-        (broken, 1),
-        (lambda output, input: 5, 1),
-    ]:
-        assert worker.shape_model_output(fn, value, {"q": "x"}) == shape_py.shape_model_output(
-            fn, value, {"q": "x"}
-        )
+class Mood(enum.Enum):
+    GOOD = "good"
 
 
-def test_the_wire_names_are_the_same_on_both_sides() -> None:
-    assert (worker.SOURCE_ENV, worker.CONF_ENV, worker.SOURCE_NAME) == (SOURCE_ENV, CONF_ENV, SOURCE_NAME)
+VALUES = [
+    None, "text", 3, 2.5, float("nan"), True, [1, (2, 3)], {"b": {1, 2}}, {1: "x", None: "y"},
+    dt.datetime(2024, 1, 2, 3, 4, 5), dt.date(2024, 1, 2), b"\\x00\\xff", decimal.Decimal("1.5"),
+    Mood.GOOD, Path("/tmp/x"), uuid.UUID(int=1), object(), {"output": "plain"},
+    {"output": {"type": "json", "value": {"a": (1,)}}}, {"stop": True}, {"stop": True, "output": 4},
+    {"output": {"type": "nope", "value": 1}}, {"output": {"type": "content", "value": [{"type": "audio"}]}},
+    {"output": {"type": "text", "value": 3}}, {"output": 1, "extra": 2}, {(1, 2): 3},
+]
+
+tool = {"name": "value", "execute": lambda input: VALUES[input["i"]]}
+"""
+
+VALUES = [
+    None,
+    "text",
+    3,
+    2.5,
+    float("nan"),
+    True,
+    [1, (2, 3)],
+    {"b": {1, 2}},
+    {1: "x", None: "y"},
+    dt.datetime(2024, 1, 2, 3, 4, 5),
+    dt.date(2024, 1, 2),
+    b"\x00\xff",
+    decimal.Decimal("1.5"),
+    Mood.GOOD,
+    Path("/tmp/x"),
+    uuid.UUID(int=1),
+    object(),
+    {"output": "plain"},
+    {"output": {"type": "json", "value": {"a": (1,)}}},
+    {"stop": True},
+    {"stop": True, "output": 4},
+    {"output": {"type": "nope", "value": 1}},
+    {"output": {"type": "content", "value": [{"type": "audio"}]}},
+    {"output": {"type": "text", "value": 3}},
+    {"output": 1, "extra": 2},
+    {(1, 2): 3},
+]
+
+
+def test_a_tool_process_shapes_values_exactly_like_shape_py(pool: ToolPool, tmp_path: Path) -> None:
+    """The worker once carried a copy of shape.py, kept equal by a sampled test; now it runs the
+    file's own source, so a value shaped in a tool process is shaped as in this one."""
+    (tmp_path / "values.py").write_text(VALUES_TOOL)
+    values = scan(tmp_path)
+    for index, value in enumerate(VALUES):
+        result = run(pool, values, "value", {"i": index})
+        assert result == shape_py.shape(value), (index, value)

@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import Any, Protocol, cast
 
+from ...config import PROTOCOLS
 from ..script import Recorded, Reply
 
-PROTOCOLS = ("chat", "responses", "anthropic", "gemini")
 _SUFFIXES = (
     ("/chat/completions", "chat"),
     ("/responses", "responses"),
