@@ -109,7 +109,18 @@ _BASE_URL = re.compile(r"^https?://(\[[0-9a-f:.]+\]|[^/\s?#:@\[\]]+)(:\d+)?([/?#
 
 
 class Config(dict[str, Any]):
-    """A config dict whose repr never shows an API key."""
+    """A config dict whose repr never shows an API key.
+
+    `checked`: `merge` validated these values (kept by `Config(config)`, a copy of the same values;
+    any other way of making one, `agent.config` included, starts unchecked).
+    """
+
+    checked = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if len(args) == 1 and not kwargs and isinstance(args[0], Config) and args[0].checked:
+            self.checked = True
 
     def __repr__(self) -> str:
         shown = dict(self)
@@ -137,6 +148,11 @@ def merge(base: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> Confi
     if overrides is not None and not isinstance(overrides, Mapping):
         raise AgentError(f"config must be a dict, got {type(overrides).__name__}", kind="config")
     merged = Config(copy_config(dict(base)))
+    if not overrides and isinstance(base, Config) and base.checked:
+        # An agent's own config, checked when it was made and never handed out (`agent.config`
+        # is a copy): nothing in it can have changed, and each send would check it again.
+        merged.checked = True
+        return merged
     for key, value in (overrides or {}).items():
         if key not in DEFAULTS:
             raise AgentError(f"unknown config key {key!r}{_hint(key)}", kind="config")
@@ -145,6 +161,7 @@ def merge(base: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> Confi
         else:
             merged[key] = copy_config(value)
     validate(merged)
+    merged.checked = True
     return merged
 
 

@@ -18,7 +18,7 @@ from itertools import islice
 from typing import Any
 
 from ._utils import tokens as _tokens
-from .fold import CONTINUE_PROMPT, Fold, Reuse, Turn
+from .fold import CONTINUE_PROMPT, Fold, Reuse, Shape, Turn
 from .history import Message
 
 __all__ = ["CONTINUE_PROMPT", "Context", "Reuse", "build", "excerpted_input", "fold_summary"]
@@ -38,6 +38,7 @@ class Context:
     tokens: int
     chars: int = 0
     summary: str | None = None
+    shape: Shape | None = None  # which of the fold's messages `messages` are (fold.Shape)
 
 
 def build(
@@ -67,10 +68,10 @@ def build(
     fold = reuse.fold(history, protocol, reasoning) if reuse is not None else None
     if fold is None:
         fold = Fold.whole(history, protocol, reasoning)
-    messages, chars, summary = _selected(fold, max_context_tokens, ratio)
+    messages, chars, summary, shape = _selected(fold, max_context_tokens, ratio)
     full_system = fold_summary(system, summary)
     chars += len(full_system) + _tokens.tools_chars(_tool_list(tools))
-    return Context(messages, full_system, _tokens.estimate(chars, ratio), chars, summary)
+    return Context(messages, full_system, _tokens.estimate(chars, ratio), chars, summary, shape)
 
 
 def fold_summary(system: str, summary: str | None) -> str:
@@ -80,31 +81,32 @@ def fold_summary(system: str, summary: str | None) -> str:
     return f"{system}\n\n{block}" if system else block
 
 
-def _selected(fold: Fold, budget: float, ratio: float) -> tuple[list[Message], int, str | None]:
-    """(messages, their characters, the latest summary) of one request.
+def _selected(fold: Fold, budget: float, ratio: float) -> tuple[list[Message], int, str | None, Shape]:
+    """(messages, their characters, the latest summary, their shape) of one request.
 
     Without a summary, every turn. With one: the first ≤3 user turns (≤20 % of the budget) and the
     ≤3 turns before the summary (≤30 %) from the turns before it, then every turn after it.
     """
     s = fold.summary
-    if s is None:
-        return list(fold.messages), fold.chars, None  # a copy: callers may append to theirs
+    if s is None:  # a copy: callers may append to theirs
+        return list(fold.messages), fold.chars, None, Shape(fold, (), 0, len(fold.messages))
     summary = str(fold.turns[s].messages[0].get("content") or "")
     head = _head(fold.turns, s, budget * HEAD_SHARE, ratio)
     keep = sorted(head | _tail(fold.turns, s, budget * TAIL_SHARE, ratio, exclude=head))
     messages = [m for i in keep for m in fold.turns[i].reduced]
     chars = sum(fold.turn_chars(i) for i in keep)
     # After the latest summary there is no other: every later turn, as the fold holds them.
-    if s + 1 < len(fold.turns):
-        messages += fold.messages[fold.starts[s + 1] :]
-        chars += fold.chars - fold.char_starts[s + 1]
-    if not messages or messages[0]["role"] != "user":
+    start = fold.starts[s + 1] if s + 1 < len(fold.turns) else len(fold.messages)
+    messages += fold.messages[start:]
+    chars += fold.chars - (fold.char_starts[s + 1] if s + 1 < len(fold.turns) else fold.chars)
+    opens = not messages or messages[0]["role"] != "user"
+    if opens:
         # Anthropic and Gemini need the conversation to open with the user: when the selection
         # starts mid-task, a short request-only user line (never in history) opens it.
         opener = fold.continue_message()
         messages.insert(0, opener)
         chars += _tokens.message_chars(opener)
-    return messages, chars, summary
+    return messages, chars, summary, Shape(fold, (s, opens, *keep), start, len(fold.messages))
 
 
 def _head(turns: Sequence[Turn], count: int, budget: float, ratio: float) -> set[int]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
@@ -29,6 +30,32 @@ from .history import Message, turns
 
 CONTINUE_PROMPT = "Continue the task from where the summary in the system prompt leaves off."
 Settings = tuple[str | None, bool]  # (protocol, reasoning): what a turn's reduced messages depend on
+
+
+@dataclass(frozen=True, eq=False)
+class Shape:
+    """Which of a fold's messages a request's messages are: those of the `head` (the selected turns,
+    and the opener line), then `fold.messages[start:end]`.
+
+    A fold's messages are only ever added to (a turn folded again keeps the objects of the messages
+    it had), so a later shape of the same fold with the same head and start opens with the very
+    messages of an earlier one: the adapters may reuse what they made of those without comparing
+    them one by one (`protocols/_common.rendered_all`).
+    """
+
+    fold: Fold
+    head: tuple[Any, ...]
+    start: int
+    end: int
+
+    def extends(self, earlier: Any) -> bool:
+        return (
+            isinstance(earlier, Shape)
+            and earlier.fold is self.fold
+            and earlier.head == self.head
+            and earlier.start == self.start
+            and earlier.end <= self.end
+        )
 
 
 class Turn:
@@ -271,18 +298,32 @@ class Reuse:
     def __init__(self) -> None:
         self._fold: Fold | None = None
         self._trusted = False  # this run has compared the fold with history
+        self._compared: Sequence[Any] | None = None  # the history it compared, until the next use
         self._checked: tuple[Sequence[Any], int] | None = None  # what the latest build covered
 
     def new_run(self) -> None:
         """History may have been edited since the last build: the next use compares it with the fold."""
         self._trusted = False
+        self._compared = None
 
     def _kept(self, history: Sequence[Any]) -> Fold | None:
         fold = self._fold
-        if fold is not None and not (fold.holds(history) if self._trusted else fold.matches(history)):
+        if fold is not None and not self._describes(fold, history):
             fold = self._fold = None
         self._trusted = True
         return fold
+
+    def _describes(self, fold: Fold, history: Sequence[Any]) -> bool:
+        if not self._trusted:
+            matched = fold.matches(history)
+            self._compared = history if matched else None
+            return matched
+        if self._compared is history:
+            # Compared with its entries a moment ago, in this run (the send's first step): since
+            # then only the loop wrote to it, which appends.
+            self._compared = None
+            return len(history) >= len(fold.entries)
+        return fold.holds(history)
 
     def fold(self, history: Sequence[Any], protocol: str | None, reasoning: bool) -> Fold | None:
         """The fold of all of `history`, extended from the kept one; None when it must be made whole."""

@@ -352,7 +352,7 @@ def _attempt_in(
         chars = len(system) + _tokens.messages_chars(messages)
         own = 0
     # The adapters may reuse what they rendered and encoded of these for an earlier request.
-    state.memo.built = (messages, own) if own else None
+    state.memo.built = (messages, own, ctx.shape) if own else None
     request = _request(state, system, messages, tools)
     state.events.llm_start({"messages": messages, "tools": tools, "system": system})
     partial = _Partial(spec=spec)

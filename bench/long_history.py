@@ -82,11 +82,15 @@ def encode(body: Any) -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def client_s(server: Server, work: Any) -> float:
-    started = time.perf_counter()
+def client(server: Server, work: Any) -> tuple[float, float]:
+    """(wall time − the server's busy time, CPU time of this process) of `work()`, in s."""
+    cpu, started = time.process_time(), time.perf_counter()
     work()
-    wall = time.perf_counter() - started
-    return wall - server.busy()
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return wall - server.busy(), cpu
+
+
+KINDS = ("ours", "bare", "carry")
 
 
 def measure(entries: int, budget: float, summary_every: int | None, repeats: int) -> dict[str, Any]:
@@ -94,48 +98,72 @@ def measure(entries: int, budget: float, summary_every: int | None, repeats: int
         config = {"base_url": server.base_url, "model": "bench", "max_context_tokens": budget}
         agent = Agent(config=config, history=history_of(entries, summary_every))
         server.busy()
-        cold = client_s(server, lambda: agent.send("the first message of this process"))
+        cold = client(server, lambda: agent.send("the first message of this process"))[0]
         session = requests.Session()
         url = f"{server.base_url}/chat/completions"
-        ours, bare, carry, sizes = [], [], [], []
+        got: dict[str, list[tuple[float, float]]] = {kind: [] for kind in KINDS}
+        sizes = []
         for n in range(repeats + 1):
-            spent = client_s(server, lambda n=n: agent.send(f"message {n}: {TEXT[:120]}"))
+            spent = client(server, lambda n=n: agent.send(f"message {n}: {TEXT[:120]}"))
             body = server.last_body()
             data = encode(body)
             # What a bare client does with those messages: encode them, post them, read the reply.
-            posted = client_s(server, partial(bare_post, session, url, body))
+            posted = client(server, partial(bare_post, session, url, body))
             # What any client pays to carry that JSON: the body joined once from the text it kept
             # of the earlier messages and the new ones, posted, the reply read.
-            carried = client_s(
-                server, partial(carry_post, session, url, [data[: len(data) // 2], data[len(data) // 2 :]])
-            )
+            halves = [data[: len(data) // 2], data[len(data) // 2 :]]
+            carried = client(server, partial(carry_post, session, url, halves))
             if n:  # the first of these sends warms the bare clients' connection
-                ours.append(spent)
-                bare.append(posted)
-                carry.append(carried)
+                for kind, figure in zip(KINDS, (spent, posted, carried), strict=True):
+                    got[kind].append(figure)
                 sizes.append(len(data))
         agent.close()
-    return {
+    row: dict[str, Any] = {
         "entries": len(agent.history),
         "sent": len(body["messages"]),  # type: ignore[index]
         "bytes": statistics.median(sizes),
         "cold": cold,
-        "ours": ours,
-        "bare": bare,
-        "carry": carry,
     }
+    for kind in KINDS:
+        row[kind] = [wall for wall, _ in got[kind]]
+        row[f"{kind} cpu"] = [cpu for _, cpu in got[kind]]
+    return row
 
 
 def ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:6.2f} ({min(values) * 1000:.2f}–{max(values) * 1000:.2f})"
 
 
-def ratio(row: dict[str, Any]) -> list[float]:
-    return [a / b for a, b in zip(row["ours"], row["bare"], strict=True)]
+def ratios(row: dict[str, Any], cpu: bool = False) -> list[float]:
+    suffix = " cpu" if cpu else ""
+    return [a / b for a, b in zip(row["ours" + suffix], row["bare" + suffix], strict=True)]
 
 
-def beyond(row: dict[str, Any]) -> list[float]:
-    return [a - c for a, c in zip(row["ours"], row["carry"], strict=True)]
+def beyond(row: dict[str, Any], cpu: bool = False) -> list[float]:
+    suffix = " cpu" if cpu else ""
+    return [a - c for a, c in zip(row["ours" + suffix], row["carry" + suffix], strict=True)]
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f}× ({min(values):.2f}–{max(values):.2f})"
+
+
+def table(rows: dict[str, dict[str, Any]], cpu: bool) -> None:
+    suffix = " cpu" if cpu else ""
+    columns = "history | messages sent | body KB | agentcore | bare loop | ratio | carry the JSON"
+    print(f"| {columns} | beyond carrying |" + ("" if cpu else " first send |"))
+    print("|---|---|---|---|---|---|---|---|" + ("" if cpu else "---|"))
+    for name, row in rows.items():
+        cells = [
+            str(row["sent"]),
+            f"{row['bytes'] / 1024:.0f}",
+            ms(row["ours" + suffix]),
+            ms(row["bare" + suffix]),
+        ]
+        cells += [spread(ratios(row, cpu)), ms(row["carry" + suffix]), ms(beyond(row, cpu))]
+        if not cpu:
+            cells.append(f"{row['cold'] * 1000:.1f}")
+        print(f"| {name} | {' | '.join(cells)} |")
 
 
 def main() -> None:
@@ -152,35 +180,32 @@ def main() -> None:
         "10,000 entries, all sent": measure(10000, float("inf"), None, repeats),
     }
     print()
-    print("client ms per send, median (range); ratio = agentcore / bare loop, per send")
+    print("client ms per send (wall time − the server's busy time), median (range); ratio per send")
     print()
-    columns = "history | messages sent | body KB | agentcore | bare loop | ratio | carry the JSON"
-    print(f"| {columns} | beyond carrying | first send |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for name, row in rows.items():
-        r = ratio(row)
-        print(
-            f"| {name} | {row['sent']} | {row['bytes'] / 1024:.0f} | {ms(row['ours'])} | {ms(row['bare'])} "
-            f"| {statistics.median(r):.2f}× ({min(r):.2f}–{max(r):.2f}) | {ms(row['carry'])} "
-            f"| {ms(beyond(row))} | {row['cold'] * 1000:.1f} |"
-        )
-    small = statistics.median(beyond(rows["1,000 entries, all sent"]))
-    large = statistics.median(beyond(rows["10,000 entries, all sent"]))
+    table(rows, cpu=False)
     print()
-    print(f"  beyond carrying the JSON: 10,000 entries {large * 1000:.2f} ms, 1,000 {small * 1000:.2f} ms")
-    checks = [
-        (
-            "3,000 entries: send <= 1.2x the bare loop",
-            statistics.median(ratio(rows["3,000 entries, all sent"])) <= 1.2,
-        ),
-        (
-            "3,000 entries, default budget: send <= 1.2x the bare loop posting what agentcore selected",
-            statistics.median(ratio(rows["3,000 entries, default budget"])) <= 1.2,
-        ),
-        ("flat: 10,000 entries within 1.2x of 1,000 per send, beyond the JSON", large <= 1.2 * small),
-    ]
-    for text, ok in checks:
-        print(f"  {'met    ' if ok else 'NOT met'}  {text}")
+    print("client CPU ms per send (this process, all threads): the steadier figure on a busy machine")
+    print()
+    table(rows, cpu=True)
+    print()
+    checks: list[tuple[str, float]] = []
+    for label, cpu in (("", False), (", CPU", True)):
+        small = statistics.median(beyond(rows["1,000 entries, all sent"], cpu))
+        large = statistics.median(beyond(rows["10,000 entries, all sent"], cpu))
+        long_row, default = rows["3,000 entries, all sent"], rows["3,000 entries, default budget"]
+        checks.append((f"3,000 entries: send <= 1.2x the bare loop{label}", median_ratio(long_row, cpu)))
+        text = f"3,000 entries, default budget: <= 1.2x the bare loop posting the selection{label}"
+        checks.append((text, median_ratio(default, cpu)))
+        text = f"flat: 10,000 entries within 1.2x of 1,000 per send, beyond the JSON{label}"
+        checks.append((text, large / small))
+        figures = f"10,000 entries {large * 1000:.2f} ms, 1,000 {small * 1000:.2f}"
+        print(f"  beyond carrying the JSON{label}: {figures}")
+    for text, value in checks:
+        print(f"  {'met    ' if value <= 1.2 else 'NOT met'}  {text} ({value:.2f})")
+
+
+def median_ratio(row: dict[str, Any], cpu: bool) -> float:
+    return statistics.median(ratios(row, cpu))
 
 
 if __name__ == "__main__":

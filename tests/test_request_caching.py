@@ -87,7 +87,7 @@ def _body(
     messages = list(ctx.messages)
     memo = memo_module.active()
     if memo is not None:
-        memo.built = (messages, len(messages))  # what the loop does: the adapters may reuse them
+        memo.built = (messages, len(messages), ctx.shape)  # what the loop does: the adapters may reuse them
     request = Request(
         model="m",
         messages=messages,
@@ -683,6 +683,22 @@ def test_the_body_text_of_earlier_messages_is_reused_and_equal_to_json_dumps(pro
     assert memo.wire is not None and len(memo.wire.wire) >= 20
     if protocol != "anthropic":  # its turns merge entries: made anew for each request
         assert memo.wire.texted == len(memo.wire.wire) and len(memo.wire.text) >= 2
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_selection_that_no_longer_needs_its_opening_line_is_rendered_again(protocol: str) -> None:
+    """Rule: a request reuses what it rendered for the messages of the one before when both have
+    the same shape (fold.Shape): the same selected turns, the same opener line (or none), then the
+    fold's later messages; a request that opens with the user where the last one needed the
+    request-only opener line has another shape."""
+    history = [h.user("x" * 4000), h.compact("a summary")]  # nothing before it fits: the opener alone
+    reuse, memo = context.Reuse(), Memo()
+    for entry in (None, h.user("after the summary"), *a_turn(1)):
+        if entry is not None:
+            history.append(entry)
+        with activated(memo):
+            got = body(history, protocol, CAPS, "error", reuse, budget=600)
+        assert got == fresh(history, protocol, budget=600)
 
 
 def test_the_wire_forms_are_reused_only_for_the_render_settings_they_were_made_with() -> None:

@@ -42,10 +42,11 @@ class Memo:
 
     def __init__(self) -> None:
         self._store: dict[Hashable, tuple[Any, Any]] = {}
-        # The current request's message list and how many of its first messages the loop's
-        # context build made (objects the build keeps while the entries they come from are
-        # unchanged; see `fold.Reuse`). None when the request's messages are not the build's.
-        self.built: tuple[list[Any], int] | None = None
+        # The current request's message list, how many of its first messages the loop's context
+        # build made (objects the build keeps while the entries they come from are unchanged; see
+        # `fold.Reuse`) and which of the fold's messages they are (`fold.Shape`, or None). None
+        # when the request's messages are not the build's.
+        self.built: tuple[list[Any], int, Any] | None = None
         # The latest request's build messages with their wire forms and the JSON text of those,
         # for the protocol and render settings they were made for (`_common.rendered_all`).
         self.wire: Any = None

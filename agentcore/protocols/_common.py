@@ -224,33 +224,36 @@ def rendered_all(
     render: Callable[[Any, Any, Request], list[T]],
     request: Request,
     memo: Memo | None,
+    lead: Iterable[T] = (),
 ) -> list[T]:
-    """The wire forms of all `request.messages`, one `rendered` entry after another, concatenated.
+    """`lead`, then the wire forms of all `request.messages`, one `rendered` entry after another.
 
     When the request opens with messages the loop's context build made (`memo.built`), the wire
     forms of those that the latest request of this protocol and these settings sent as the very
     same objects are reused whole, so a request renders only what was added since. The build
     makes new message objects whenever the entries they come from are not the ones it folded
     (`fold.Reuse`), and code outside the library only ever gets copies of them (hooks, callbacks,
-    custom adapters). The earlier messages are kept alive in `memo.wire`, so an identity check
-    cannot be fooled by a new object at a freed address. Other messages render entry by entry.
+    custom adapters). Those earlier messages are the same objects when both requests have the
+    same shape (`fold.Shape.extends`), else when an identity check says so; they are kept alive in
+    `memo.wire`, so that check cannot be fooled by a new object at a freed address. Other messages
+    render entry by entry. The list returned is the one the caller puts in its body as it is (or
+    with items appended): `encoded_body` finds the reused wire forms in it by identity.
     """
     settings = render_settings(request)
     messages = request.messages
     built = memo.built if memo is not None else None
     own = built[1] if built is not None and built[0] is messages else 0
+    shape = built[2] if built is not None and own else None
     key = (protocol, settings)
-    out: list[T] = []
+    out: list[T] = list(lead)
+    first = len(out)
     start = 0
     earlier: _Rendered | None = memo.wire if memo is not None and own else None
-    if earlier is not None and not (
-        earlier.key == key
-        and len(earlier.messages) <= own
-        and all(map(operator.is_, messages, earlier.messages))
-    ):
+    if earlier is not None and not (earlier.key == key and _opens_with(messages, own, shape, earlier)):
         earlier = None
     if earlier is not None:
-        out, start = list(earlier.wire), len(earlier.messages)
+        out += earlier.wire
+        start = len(earlier.messages)
 
     def add(begin: int, end: int) -> None:
         for message in messages[begin:end]:
@@ -260,21 +263,36 @@ def rendered_all(
     add(start, own)
     if memo is not None and own:
         text, texted = (earlier.text, earlier.texted) if earlier is not None else ([], 0)
-        memo.wire = _Rendered(key, messages[:own], list(out), list(text), texted)
+        memo.wire = _Rendered(key, messages[:own], out[first:], list(text), texted, shape, out, first)
     # What the loop adds after the build's messages (a reminder), or all of them when not its own.
     add(own, len(messages))
     return out
 
 
+def _opens_with(messages: list[Any], own: int, shape: Any, earlier: _Rendered) -> bool:
+    """The build's `own` first `messages` open with the messages of `earlier`, object for object."""
+    if len(earlier.messages) > own:
+        return False
+    if shape is not None and shape.extends(earlier.shape):
+        return True
+    return all(map(operator.is_, messages, earlier.messages))
+
+
 @dataclass
 class _Rendered:
-    """The build messages of one request, their wire forms, and the JSON text of the first `texted`."""
+    """The build messages of one request, their wire forms, and the JSON text of the first `texted`.
+
+    `body`: the list `rendered_all` returned, whose items from `first` on are `wire`.
+    """
 
     key: Hashable
     messages: list[Any]
     wire: list[Any]
     text: list[bytes]  # pieces: b"".join(text) is the encoded wire[:texted], joined with ","
     texted: int
+    shape: Any
+    body: list[Any]
+    first: int
 
 
 # `json.dumps` with these arguments builds a new encoder on every call; one does for all.
@@ -310,14 +328,10 @@ def encoded_body(body: Any, memo: Memo | None) -> bytes:
 
 def _add_list_with_run(pieces: list[bytes], value: Any, rendered: _Rendered) -> bool:
     """Append the text of `value` when it is a list holding `rendered.wire` as it is; else False."""
-    run = rendered.wire
-    if type(value) is not list:
+    found = _run_in(value, rendered)
+    if found is None:
         return False
-    # The run opens the list, or follows its first element (chat's system message, made anew each time).
-    lead = next((i for i in (0, 1) if i < len(value) and value[i] is run[0]), None)
-    end = None if lead is None else lead + len(run)
-    if lead is None or end is None or end > len(value) or not all(map(operator.is_, value[lead:end], run)):
-        return False
+    lead, end = found
     # The run's text goes in as the pieces it is kept in: the body is copied once, when joined.
     pieces.append(b"[")
     for item in value[:lead]:
@@ -327,6 +341,25 @@ def _add_list_with_run(pieces: list[bytes], value: Any, rendered: _Rendered) -> 
         pieces += [b",", _dumps(item).encode()]
     pieces.append(b"]")
     return True
+
+
+def _run_in(value: Any, rendered: _Rendered) -> tuple[int, int] | None:
+    """Where `value` holds the very objects of `rendered.wire`, one after another, if it does."""
+    run = rendered.wire
+    if type(value) is not list:
+        return None
+    if value is rendered.body:
+        # The list `rendered_all` made, as the adapter put it in its body (maybe with more after).
+        lead, end = rendered.first, rendered.first + len(run)
+        if end <= len(value) and value[lead] is run[0] and value[end - 1] is run[-1]:
+            return lead, end
+        return None
+    # A list made from it: the run opens it or follows its first item (a system message).
+    for lead in (0, 1):
+        end = lead + len(run)
+        if end <= len(value) and value[lead] is run[0] and all(map(operator.is_, value[lead:end], run)):
+            return lead, end
+    return None
 
 
 def _run_text(rendered: _Rendered) -> list[bytes]:
