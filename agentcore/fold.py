@@ -17,6 +17,7 @@ it continuing one before it) and no call id repeats; anything else is folded who
 from __future__ import annotations
 
 import operator
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
@@ -68,10 +69,10 @@ class Turn:
         protocol, reasoning = settings
         kept = _kept(earlier, messages)
         self.messages: list[Message] = messages
-        self._each: list[Message | None] = kept + [
-            reduce(m, protocol, reasoning) for m in messages[len(kept) :]
-        ]
-        self.reduced = [r for r in self._each if r is not None]
+        each = kept + [reduce(m, protocol, reasoning) for m in messages[len(kept) :]]
+        self.reduced: list[Message] = [r for r in each if r is not None]
+        # Per message, its reduced one or None; kept only when some are None (else `reduced` is it).
+        self._each: list[Message | None] | None = each if len(self.reduced) < len(each) else None
         self.role = messages[0].get("role")
         self._chars: int | None = None
 
@@ -95,7 +96,8 @@ def _kept(earlier: Turn | None, messages: list[Message]) -> list[Message | None]
         if mine is not theirs:
             break
         n += 1
-    return earlier._each[:n]
+    each: list[Message | None] = list(earlier.reduced) if earlier._each is None else earlier._each
+    return each[:n]
 
 
 class Fold:
@@ -105,9 +107,9 @@ class Fold:
         self.settings = settings
         self.turns: list[Turn] = []
         self.messages: list[Message] = []  # every turn's reduced messages, in order
-        self.starts: list[int] = []  # where each turn's messages start in `messages`
+        self.starts = array("q")  # where each turn's messages start in `messages`
         self.chars = 0  # messages_chars(messages)
-        self.char_starts: list[int] = []  # chars of the messages before each turn's
+        self.char_starts = array("q")  # chars of the messages before each turn's
         self.summary: int | None = None  # the index of the latest compact turn
         self._continue: Message | None = None
         # Only for a fold that is extended (`Reuse`):

@@ -139,6 +139,29 @@ def many_agents(count: int) -> None:
         print(f"  {'met    ' if ok else 'NOT met'}  {text}")
 
 
+def long_agent(entries: int) -> None:
+    """What an agent on a long history keeps between sends, against the size of that history."""
+    from long_history import history_of
+
+    from agentcore import Agent
+
+    with model_server("text") as server:
+        config = {"base_url": server.base_url, "model": "m", "max_context_tokens": float("inf")}
+        Agent(config=config).send("warm up: imports, the connection pool")
+        tracemalloc.start()
+        history = history_of(entries)
+        size = traced()
+        agent = Agent(config=config, history=history)
+        before = traced()
+        agent.send("one more message")
+        agent.send("and another")
+        kept = traced() - before
+        tracemalloc.stop()
+    print(f"an agent on a {len(agent.history)}-entry history, after two sends:")
+    print(f"  its history {size / 1024:.0f} KB; what it keeps for the next send {kept / 1024:.0f} KB")
+    print(f"  ({kept / size:.2f}x its history: the fold, the latest request's wire forms and JSON text)")
+
+
 def one_chain(steps: int, trace: bool) -> None:
     print(f"{'interpreter':36} {peak_mb():6.1f} MB")
     if trace:
@@ -175,15 +198,17 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=1000)
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--trace", action="store_true")
-    parser.add_argument("--only", choices=["agents", "chain"])
+    parser.add_argument("--only", choices=["agents", "long", "chain"])
     args = parser.parse_args()
     if args.only == "agents":
         many_agents(args.agents)
+    elif args.only == "long":
+        long_agent(3000)
     elif args.only == "chain":
         one_chain(args.steps, args.trace)
     else:
         # Each in a fresh process: the peak RSS of the chain must not include the agents'.
-        for only in ("agents", "chain"):
+        for only in ("agents", "long", "chain"):
             subprocess.run([sys.executable, __file__, *sys.argv[1:], "--only", only], check=True)
 
 
