@@ -432,22 +432,82 @@ def _response_class() -> Any:
 
 
 def _tracked_adapter_class() -> Any:
-    """An HTTPAdapter whose connections hand the current `Call` their sockets."""
-    import urllib3.exceptions
+    """An HTTPAdapter whose pools hold tracked connections (`_tracked_pool_classes`)."""
     from requests.adapters import HTTPAdapter
+
+    http_pool, https_pool = _tracked_pool_classes()
+
+    class TrackedAdapter(HTTPAdapter):  # type: ignore[misc]
+        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+            super().init_poolmanager(*args, **kwargs)
+            self.poolmanager.pool_classes_by_scheme = {"http": http_pool, "https": https_pool}
+
+        def build_response(self, req: Any, resp: Any) -> Any:
+            """requests' own (made to be overridden), without the cookie parsing when none is set.
+
+            Extracting cookies builds mock request and response objects for `http.cookiejar`
+            on every reply; a reply without a Set-Cookie header has nothing to extract.
+            (`tests/test_http_prepared.py` checks the two builds give the same Response.)
+            """
+            headers = getattr(resp, "headers", None)
+            if headers is None or "set-cookie" in headers or "set-cookie2" in headers:
+                return super().build_response(req, resp)
+            return _plain_response(self, req, resp, headers)
+
+    return TrackedAdapter
+
+
+def _plain_response(adapter: Any, req: Any, resp: Any, headers: Any) -> Any:
+    """What `HTTPAdapter.build_response` makes of a reply that sets no cookie."""
     from requests.models import Response
     from requests.structures import CaseInsensitiveDict
     from requests.utils import get_encoding_from_headers
-    from urllib3.connection import HTTPConnection, HTTPSConnection
+
+    response = Response()
+    response.status_code = getattr(resp, "status", None)  # type: ignore[assignment]  # as requests does
+    response.headers = CaseInsensitiveDict(headers)
+    response.encoding = get_encoding_from_headers(response.headers)
+    response.raw = resp
+    response.reason = resp.reason
+    response.url = req.url.decode("utf-8") if isinstance(req.url, bytes) else req.url
+    response.request = req
+    response.connection = adapter
+    return response
+
+
+def _tracked_pool_classes() -> tuple[Any, Any]:
+    """urllib3's HTTP and HTTPS pools: their connections are tracked, and one back in the pool
+    belongs to no call until the next send."""
     from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+    http_connection, https_connection = _tracked_connection_classes()
+
+    class Returned:
+        def _put_conn(self, conn: Any) -> None:
+            owner = getattr(conn, "agentcore_call", None) if conn is not None else None
+            if owner is not None:
+                owner.release(conn)
+            super()._put_conn(conn)  # type: ignore[misc]
+
+    class TrackedHTTPPool(Returned, HTTPConnectionPool):  # type: ignore[misc]
+        ConnectionCls = http_connection
+
+    class TrackedHTTPSPool(Returned, HTTPSConnectionPool):  # type: ignore[misc]
+        ConnectionCls = https_connection
+
+    return TrackedHTTPPool, TrackedHTTPSPool
+
+
+def _tracked_connection_classes() -> tuple[Any, Any]:
+    """urllib3's HTTP and HTTPS connections, every socket they use known to the current Call."""
+    import urllib3.exceptions
+    from urllib3.connection import HTTPConnection, HTTPSConnection
     from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
     # urllib3 1.26 has no NameResolutionError: it reports a failed lookup as a NewConnectionError.
     NameResolutionError: Any = getattr(urllib3.exceptions, "NameResolutionError", None)
 
     class Tracked:
-        """Mixed into urllib3's connections: every socket they use is known to the current Call."""
-
         host: str
         timeout: Any
 
@@ -474,51 +534,10 @@ def _tracked_adapter_class() -> Any:
             self.agentcore_served = getattr(self, "agentcore_served", 0) + 1
             return result
 
-    class Returned:
-        """Mixed into the pools: a connection back in the pool belongs to no call until the next send."""
-
-        def _put_conn(self, conn: Any) -> None:
-            owner = getattr(conn, "agentcore_call", None) if conn is not None else None
-            if owner is not None:
-                owner.release(conn)
-            super()._put_conn(conn)  # type: ignore[misc]
-
     class TrackedHTTPConnection(Tracked, HTTPConnection):  # type: ignore[misc]
         pass
 
     class TrackedHTTPSConnection(Tracked, HTTPSConnection):  # type: ignore[misc]
         pass
 
-    class TrackedHTTPPool(Returned, HTTPConnectionPool):  # type: ignore[misc]
-        ConnectionCls = TrackedHTTPConnection
-
-    class TrackedHTTPSPool(Returned, HTTPSConnectionPool):  # type: ignore[misc]
-        ConnectionCls = TrackedHTTPSConnection
-
-    class TrackedAdapter(HTTPAdapter):  # type: ignore[misc]
-        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-            super().init_poolmanager(*args, **kwargs)
-            self.poolmanager.pool_classes_by_scheme = {"http": TrackedHTTPPool, "https": TrackedHTTPSPool}
-
-        def build_response(self, req: Any, resp: Any) -> Any:
-            """requests' own (made to be overridden), without the cookie parsing when none is set.
-
-            Extracting cookies builds mock request and response objects for `http.cookiejar`
-            on every reply; a reply without a Set-Cookie header has nothing to extract.
-            (`tests/test_http_prepared.py` checks the two builds give the same Response.)
-            """
-            headers = getattr(resp, "headers", None)
-            if headers is None or "set-cookie" in headers or "set-cookie2" in headers:
-                return super().build_response(req, resp)
-            response = Response()
-            response.status_code = getattr(resp, "status", None)  # type: ignore[assignment]  # as requests does
-            response.headers = CaseInsensitiveDict(headers)
-            response.encoding = get_encoding_from_headers(response.headers)
-            response.raw = resp
-            response.reason = resp.reason
-            response.url = req.url.decode("utf-8") if isinstance(req.url, bytes) else req.url
-            response.request = req
-            response.connection = self
-            return response
-
-    return TrackedAdapter
+    return TrackedHTTPConnection, TrackedHTTPSConnection

@@ -373,6 +373,7 @@ class Agent:
     ) -> _loop.RunState:
         """What the loop needs for the run `running` (its named points: `events`)."""
         from . import loop as _loop
+        from .connection import Connection
 
         events = Emitter(
             self.id,
@@ -390,6 +391,7 @@ class Agent:
             tools=self._effective_tools(),
             events=events,
             cancel=running.cancel,
+            connection=Connection.of(self._config),
             pool=self._pool(),
             hooks=Hooks(self._hooks),
             queues=self._queues,

@@ -4,10 +4,12 @@
     result = await agent.aresume()
     async for event in agent.astream("Fix the failing test"): ...
 
-The run works on the agent's worker thread, exactly as for `send`; the event loop only awaits a
-future that the run's thread resolves through `call_soon_threadsafe`. Cancelling the awaiting
-task stops the run (like `agent.stop()`), waits for its end, and re-raises `CancelledError`.
-This is the one module of agentcore that imports asyncio (tests/test_aio.py checks it).
+The run is `agent.stream(...)`'s, on the agent's worker thread, exactly as for `send`; the event
+loop only awaits a future that the run's thread resolves through `call_soon_threadsafe`, reading
+the run's buffer through `events.feed_of`, and the stream's thread is started off the loop
+(`runs.launched_by`). Cancelling the awaiting task stops the run (like `agent.stop()`), waits for
+its end, and re-raises `CancelledError`. This is the one module of agentcore that imports asyncio
+(tests/test_aio.py checks it).
 """
 
 from __future__ import annotations

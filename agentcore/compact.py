@@ -2,6 +2,7 @@
 
     summary = run(history=agent.history, system=system, tools=tool_schemas,
                   connection={"base_url": ..., "api_key": ..., "model": "small-model"})
+    connection_of(config)    # the Connection an agent's compaction uses (config["compact"] applied)
     history.append(agentcore.history.compact(summary["content"]))
 
 The summary request carries the same turn selection as a normal request, rendered as a
@@ -13,12 +14,12 @@ and its output is bounded. Nothing is ever removed from history: the caller appe
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from ._utils import tokens as _tokens
@@ -26,11 +27,12 @@ from ._utils.cancel import Signal, child
 from ._utils.notify import notify
 from ._utils.retry import RetryPolicy
 from ._utils.retry import call as with_retries
+from .connection import Connection
 from .context import HEAD_SHARE, HEAD_TURNS, TAIL_SHARE, excerpted_input, is_compact_turn, latest_summary
 from .errors import AgentError
 from .events import error_info
 from .history import Message, paired, render, turns
-from .protocols.base import DEFAULT_CAPABILITIES, LLMResult, Request
+from .protocols.base import LLMResult, Request
 from .protocols.errors import context_limit
 from .usage import Usage
 
@@ -76,7 +78,7 @@ def run(
     history: Sequence[Mapping[str, Any]],
     system: str = "",
     tools: Any = None,
-    connection: Mapping[str, Any],
+    connection: Mapping[str, Any] | Connection,
     previous: str | None = None,
     on_compact: Callable[[dict[str, Any]], None] | None = None,
     cancel: threading.Event | None = None,
@@ -84,6 +86,7 @@ def run(
     retry: RetryPolicy | None = None,
     on_retry: Callable[[dict[str, Any]], None] | None = None,
     observe: Observe | None = None,
+    agent_max_tokens: int | None = None,
 ) -> dict[str, Any]:
     """Write a summary of `history`. Returns `{"content": str, "usage": Usage, "input_excerpted": bool}`.
 
@@ -96,8 +99,8 @@ def run(
     Args:
         connection: `base_url`, `api_key`, `model`, and optionally `protocol`, `provider`,
             `stream`, `request_timeout`, `capabilities`, `cache`, `max_tokens` (the output
-            bound of each summary request) and `agent_max_tokens` (a cap on the default
-            bound); see `summary_max_tokens`.
+            bound of each summary request), or a `Connection` (`connection_of(config)`).
+        agent_max_tokens: the agent's own output limit, a cap on the default bound (`summary_max_tokens`).
         previous: the previous summary; defaults to the latest compact entry of `history`.
         observe: hears `chat_start` / `chat_end` / `chat_error` around each HTTP attempt
             (`events.Emitter.note`: a compaction's requests get their telemetry spans).
@@ -106,10 +109,12 @@ def run(
         AgentError: a request failed (an overflow of a summary request included: its limit is
             remembered for the next try), or the summary came back empty (kind "unknown").
     """
+    if not isinstance(connection, Connection):
+        connection = Connection.of(connection)
     signal, unfollow = child(cancel)
     try:
         send = _Sender(connection, signal, on_compact, retry, on_retry, observe)
-        plan = _plan(history, system, connection, previous, max_context_tokens)
+        plan = _plan(history, system, connection, previous, max_context_tokens, agent_max_tokens)
         notify(on_compact, {"type": "compact-start"})
         content, usage = _summarise(plan, send)
     finally:
@@ -120,7 +125,7 @@ def run(
     return {"content": content, "usage": usage, "input_excerpted": excerpted}
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class _Plan:
     """What the summary request carries: its prompt, and its output bound."""
 
@@ -131,14 +136,15 @@ class _Plan:
 def _plan(
     history: Sequence[Mapping[str, Any]],
     system: str,
-    connection: Mapping[str, Any],
+    connection: Connection,
     previous: str | None,
     max_context_tokens: float,
+    agent_max_tokens: int | None,
 ) -> _Plan:
-    key = model_key(connection)
+    key = connection.model_key
     ratio = _tokens.ratios.get(key)
     room = _room(max_context_tokens, key)
-    max_tokens = summary_max_tokens(connection.get("max_tokens"), connection.get("agent_max_tokens"), room)
+    max_tokens = summary_max_tokens(connection.max_tokens, agent_max_tokens, room)
     background = previous if previous is not None else latest_summary_text(history)
     budget = _budget_chars(room - max_tokens, ratio, system, len(background or ""))
     prompt = summary_prompt(select_transcript(history, budget), system, background)
@@ -167,7 +173,7 @@ class _Sender:
 
     def __init__(
         self,
-        connection: Mapping[str, Any],
+        connection: Connection,
         cancel: Signal,
         on_compact: Callable[[dict[str, Any]], None] | None,
         retry: RetryPolicy | None,
@@ -175,8 +181,7 @@ class _Sender:
         observe: Observe | None,
     ) -> None:
         self.connection = connection
-        self.protocol = str(connection.get("protocol") or "chat")
-        self.key = model_key(connection)
+        self.key = connection.model_key
         self.cancel = cancel
         self.on_compact = on_compact
         self.retry = retry
@@ -184,10 +189,11 @@ class _Sender:
         self.observe = observe
 
     def __call__(self, prompt: str, max_tokens: int) -> LLMResult:
-        request = summary_request(self.connection, prompt, max_tokens)
-        attempt: Callable[[], LLMResult] = functools.partial(self._attempt, request)
+        summariser = summary_connection(self.connection, max_tokens)
+        request = summariser.request(system=SUMMARY_SYSTEM, messages=[{"role": "user", "content": prompt}])
+        attempt: Callable[[], LLMResult] = functools.partial(self._attempt, summariser, request)
         if self.observe is not None:
-            attempt = _observed(attempt, self.observe, request, self.connection)
+            attempt = _observed(attempt, self.observe, request, summariser)
         try:
             if self.retry is None:
                 result = attempt()
@@ -202,53 +208,23 @@ class _Sender:
             _tokens.ratios.learn(self.key, chars, result.usage.input_tokens)
         return result
 
-    def _attempt(self, request: Request) -> LLMResult:
+    def _attempt(self, connection: Connection, request: Request) -> LLMResult:
         from .llm import complete
-
-        connection = self.connection
 
         def on_event(event: dict[str, Any]) -> None:
             notify(self.on_compact, {**event, "request": "compact"})
 
-        return complete(
-            request,
-            self.protocol,
-            cancel=self.cancel,
-            on_event=on_event,
-            timeout=connection.get("request_timeout"),
-            adapter=connection.get("model", ""),
-            idle_timeout=connection.get("stream_idle_timeout"),
-        )
+        return complete(connection, request, cancel=self.cancel, on_event=on_event)
 
 
-def summary_request(connection: Mapping[str, Any], prompt: str, max_tokens: int) -> Request:
-    """The request that writes a summary: no tools, no forced tool_choice, bounded output."""
-    model = connection.get("model", "")
-    # The bound travels as `max_tokens`; a provider `max_output_tokens` would win over it.
-    provider = {
-        k: v
-        for k, v in (connection.get("provider") or {}).items()
-        if k not in ("tool_choice", "max_output_tokens")
-    }
-    return Request(
-        model=model if isinstance(model, str) else "",
-        messages=[{"role": "user", "content": prompt}],
-        system=SUMMARY_SYSTEM,
-        base_url=str(connection.get("base_url", "")),
-        api_key=_key(connection.get("api_key")),
-        provider=provider,
-        stream=bool(connection.get("stream", True)),
-        cache=connection.get("cache", True),
-        capabilities={**DEFAULT_CAPABILITIES, **(connection.get("capabilities") or {})},
-        max_tokens=max_tokens,
-    )
+def summary_connection(connection: Connection, max_tokens: int) -> Connection:
+    """The connection a summary is written through: no forced tool_choice, output bounded.
 
-
-def model_key(connection: Mapping[str, Any]) -> tuple[str, str, Any]:
-    """The (protocol, base_url, model) a model's learned ratio and context limit are kept under."""
-    model = connection.get("model", "")
-    protocol = str(connection.get("protocol") or "chat")
-    return (protocol, connection.get("base_url", ""), model if isinstance(model, str) else id(model))
+    The bound travels as `max_tokens`; a provider `max_output_tokens` would win over it.
+    """
+    dropped = ("tool_choice", "max_output_tokens")
+    provider = {k: v for k, v in connection.provider.items() if k not in dropped}
+    return dataclasses.replace(connection, provider=provider, max_tokens=max_tokens)
 
 
 def summary_max_tokens(wanted: int | None, agent_max_tokens: int | None, room: float) -> int:
@@ -275,7 +251,7 @@ def _room(max_context_tokens: float, key: tuple[str, str, Any]) -> float:
 
 
 def _observed(
-    send: Callable[[], LLMResult], observe: Observe, request: Request, connection: Mapping[str, Any]
+    send: Callable[[], LLMResult], observe: Observe, request: Request, connection: Connection
 ) -> Callable[[], LLMResult]:
     """`send` announcing each attempt as the loop's requests do (one chat span per attempt)."""
     start = {
@@ -284,7 +260,7 @@ def _observed(
         "tools": [],
         "request": "compact",
         # The compaction may use another model than the run's (config["compact"]).
-        "connection": {k: connection.get(k) for k in ("model", "protocol", "base_url")},
+        "connection": connection,
     }
 
     def attempt() -> LLMResult:
@@ -415,11 +391,6 @@ def _excerpt(text: str, limit: int) -> str:
     return text[: keep * 2 // 3] + marker + text[len(text) - keep // 3 :]
 
 
-def _key(api_key: Any) -> Any:
-    """A key function stays a function: `llm.complete` calls it before every attempt."""
-    return api_key if callable(api_key) else str(api_key or "")
-
-
 def _budget_chars(room_tokens: float, ratio: float, system: str, background_chars: int) -> int:
     """Characters the transcript may take: `room_tokens` of input less what else the request holds.
 
@@ -430,28 +401,20 @@ def _budget_chars(room_tokens: float, ratio: float, system: str, background_char
     return max(total - fixed, 2000)
 
 
-def connection_of(config: Mapping[str, Any]) -> dict[str, Any]:
+def connection_of(config: Mapping[str, Any]) -> Connection:
     """The connection `run` uses for an agent config: the main model, or `config["compact"]` overrides.
 
-    Each summary is bounded by `compact.provider.max_output_tokens` when set (`max_tokens`),
-    else by the default of `summary_max_tokens`, which never exceeds the agent's own output
-    limit (`agent_max_tokens`).
+    Each summary is bounded by `compact.provider.max_output_tokens` when set (its `max_tokens`),
+    else by the default of `summary_max_tokens`, which never exceeds `agent_max_tokens(config)`.
+    A summary is text: the agent's `media_fallback` does not apply to it.
     """
-    overrides = config.get("compact") or {}
-    connection = {
-        "base_url": config["base_url"],
-        "api_key": config["api_key"],
-        "model": config["model"],
-        "protocol": config["protocol"],
-        "provider": config["provider"],
-        "stream": config["stream"],
-        "cache": config["cache"],
-        "capabilities": config["capabilities"],
-        "request_timeout": config["request_timeout"],
-        "stream_idle_timeout": config["stream_idle_timeout"],
-    }
-    connection.update({k: v for k, v in overrides.items() if v is not None})
-    connection["max_tokens"] = (overrides.get("provider") or {}).get("max_output_tokens")
-    # API.md §Wire: provider.max_output_tokens wins over max_tokens.
-    connection["agent_max_tokens"] = config["provider"].get("max_output_tokens") or config["max_tokens"]
-    return connection
+    overrides = {k: v for k, v in (config.get("compact") or {}).items() if v is not None}
+    compaction = dataclasses.replace(Connection.of(config), media_fallback="error", **overrides)
+    wanted = (overrides.get("provider") or {}).get("max_output_tokens")
+    return dataclasses.replace(compaction, max_tokens=wanted)
+
+
+def agent_max_tokens(config: Mapping[str, Any]) -> int | None:
+    """The agent's own output limit: `provider.max_output_tokens`, else `max_tokens` (API.md §Wire)."""
+    limit: int | None = config["provider"].get("max_output_tokens") or config["max_tokens"]
+    return limit

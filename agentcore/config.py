@@ -293,16 +293,15 @@ def _check_capabilities(key: str, value: Any) -> None:
             _fail(f"capabilities.{name}", flag, "must be True or False")
 
 
-def _check_provider(key: str, value: Any) -> None:
+def check_provider(key: str, value: Any) -> None:
+    """The rule of `provider` (API.md §Wire): known keys only, `headers` of strings, `body` a dict.
+
+    Raises:
+        AgentError: kind "config", naming the offending key (`key` is where the value came from).
+    """
     if not isinstance(value, dict):
         _fail(key, value, "must be a dict")
-    unknown = sorted(set(value) - PROVIDER_KEYS)
-    if unknown:
-        raise AgentError(
-            f"unknown {key} key(s) {', '.join(map(repr, unknown))}{_close(unknown, PROVIDER_KEYS)}; "
-            f"vendor-specific fields go in {key}['body']",
-            kind="config",
-        )
+    _check_keys(key, value, PROVIDER_KEYS, then=f"vendor-specific fields go in {key}['body']")
     headers = value.get("headers")
     if headers is not None and (
         not isinstance(headers, dict)
@@ -322,7 +321,7 @@ def _check_compact(key: str, value: Any) -> None:
     if "protocol" in value:
         _check_choice(PROTOCOLS)("compact.protocol", value["protocol"])
     if "provider" in value and value["provider"] is not None:
-        _check_provider("compact.provider", value["provider"])
+        check_provider("compact.provider", value["provider"])
     if "base_url" in value:
         _check_base_url("compact.base_url", value["base_url"])
     if "api_key" in value:
@@ -372,12 +371,14 @@ def _check_retry(key: str, value: Any) -> None:
         _fail("retry.should_retry", should, "must be a function(error) -> bool")
 
 
-def _check_keys(key: str, value: Mapping[str, Any], allowed: frozenset[str]) -> None:
+def _check_keys(key: str, value: Mapping[str, Any], allowed: frozenset[str], *, then: str = "") -> None:
+    """Unknown keys of `value` fail, with a close spelling when there is one; `then` says what to do
+    instead (default: the allowed keys)."""
     unknown = sorted(set(value) - allowed)
     if unknown:
+        then = then or f"allowed: {', '.join(sorted(allowed))}"
         raise AgentError(
-            f"unknown {key} key(s) {', '.join(map(repr, unknown))}{_close(unknown, allowed)}; "
-            f"allowed: {', '.join(sorted(allowed))}",
+            f"unknown {key} key(s) {', '.join(map(repr, unknown))}{_close(unknown, allowed)}; {then}",
             kind="config",
         )
 
@@ -432,7 +433,7 @@ _CHECKS: dict[str, Callable[[str, Any], None]] = {
     "media_fallback": _check_choice(MEDIA_FALLBACKS),
     "cache": _check_cache,
     "capabilities": _check_capabilities,
-    "provider": _check_provider,
+    "provider": check_provider,
     "compact": _check_compact,
     "compact_threshold": _check_threshold,
     "output": _check_output,

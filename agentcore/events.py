@@ -143,7 +143,8 @@ class Emitter:
 
     Points may be called from the run's thread and from tool threads; events are delivered under
     one lock, so every listener sees them in one order. After `agent_end` nothing more is emitted
-    (a memory tool abandoned on cancel cannot speak after the run ended).
+    (a memory tool abandoned on cancel cannot speak after the run ended). One method per fact a
+    run announces — this class is the list of them (STYLE.md §11) — hence their number.
     """
 
     def __init__(
@@ -262,14 +263,15 @@ class Emitter:
 
     # ------------------------------------------------------------ one model reply
 
-    def llm_start(self, payload: dict[str, Any]) -> None:
+    def llm_start(self, payload: dict[str, Any], connection: Any = None) -> None:
+        """One HTTP attempt starts on `connection` (observers hear which: a span names its model)."""
         self._reply_open = False
         if self.callbacks.get("on_llm_start") is not None or self._observers:
             # Copies: a callback may edit them in place, and the loop renders the originals again.
             payload = {**payload, "messages": copied(payload["messages"])}
         self._callback("on_llm_start", payload)
         if self._observers:
-            self.note("chat_start", payload)
+            self.note("chat_start", {**payload, "connection": connection})
 
     def llm_event(self, event: dict[str, Any]) -> None:
         self._callback("on_llm_event", event)

@@ -16,7 +16,6 @@ from typing import Any
 from . import config as _config
 from ._utils.capabilities import media_kind
 from .errors import AgentError
-from .history import user
 from .hooks import check_hooks
 from .tools.handlers import ToolSet
 from .tools.toolset import load
@@ -42,6 +41,9 @@ CALLBACKS = frozenset(
 
 def user_message(input: Any, config: Mapping[str, Any]) -> Message:
     """Validate send input; nothing is written when it is rejected."""
+    # history.py builds every entry; loaded here, at the first send, so building an agent stays cheap.
+    from .history import user
+
     if isinstance(input, str):
         if not input.strip():
             raise AgentError("the input is empty", kind="request")

@@ -21,10 +21,11 @@ from ._utils.cancel import Signal, child
 from ._utils.memo import active, copied
 from ._utils.secrets import redact
 from ._utils.sse import SSEParser
+from .connection import Connection
 from .errors import AgentError
 from .protocols import encoded_body, kind_for_status
 from .protocols import get as get_adapter
-from .protocols.base import DEFAULT_CAPABILITIES, LLMResult, Request, StreamParser, ToolCall
+from .protocols.base import LLMResult, Request, StreamParser, ToolCall
 
 log = logging.getLogger("agentcore")
 
@@ -77,63 +78,43 @@ def chat(
     request_timeout: float | None = None,
     stream_idle_timeout: float | None = None,
 ) -> LLMResult:
-    """Send exactly one request to a model and return what it answered.
+    """Send exactly one request to a model and return what it answered (no retries).
 
-    Args:
-        messages: history-format messages (no system message; pass `system`).
-        tools: tool schemas: a ToolSet, its `schema` mapping, or a list of
-            `{"name", "description", "input_schema"}` dicts.
-        api_key: the key, or a function returning it (called before the request).
-        cancel: a `threading.Event`; setting it cuts the connection and raises `aborted`.
-        stream_idle_timeout: seconds a stream may deliver no byte before it fails (`timeout`).
-
-    Raises:
-        AgentError: with `kind` auth / limit / timeout / server / network / request / unknown /
-            aborted / config, and `status` and the vendor's message when a server answered.
+    `messages` are history-format (no system message: pass `system`); `tools` a ToolSet, its
+    `schema` or `{"name", "description", "input_schema"}` dicts; `api_key` a key or a function
+    called before the request. Setting `cancel` cuts the connection (kind "aborted"); a stream
+    silent for `stream_idle_timeout` s fails (kind "timeout"). Raises AgentError with a kind.
     """
-    from . import config as _config
-
-    _config.validate(
-        _config.merge(
-            _config.DEFAULTS,
-            {
-                "protocol": protocol,
-                "provider": dict(provider or {}),
-                "cache": dict(cache) if isinstance(cache, Mapping) else cache,
-                "capabilities": dict(capabilities or {}),
-                "media_fallback": media_fallback,
-                "model": model,
-            },
-        )
-    )
-    request = Request(
-        model=model if isinstance(model, str) else "",
-        messages=[dict(m) for m in messages],
-        system=system,
-        tools=tool_schemas(tools),
+    connection = Connection(
         base_url=base_url,
-        api_key=api_key,  # type: ignore[arg-type]  # a key function is called by complete()
+        api_key=api_key,
+        model=model,
+        protocol=protocol,
         provider=dict(provider or {}),
         stream=stream,
         cache=dict(cache) if isinstance(cache, Mapping) else cache,
-        capabilities={**DEFAULT_CAPABILITIES, **(capabilities or {})},
+        capabilities=dict(capabilities or {}),
         media_fallback=media_fallback,
-        output=output,
         max_tokens=max_tokens,
+        request_timeout=request_timeout,
+        stream_idle_timeout=stream_idle_timeout,
     )
+    _check(connection)
+    copies = [dict(m) for m in messages]
+    request = connection.request(system=system, messages=copies, tools=tool_schemas(tools), output=output)
     signal, unfollow = child(cancel)
     try:
-        return complete(
-            request,
-            protocol,
-            cancel=signal,
-            on_event=on_llm_event,
-            timeout=request_timeout,
-            adapter=model,
-            idle_timeout=stream_idle_timeout,
-        )
+        return complete(connection, request, cancel=signal, on_event=on_llm_event)
     finally:
         unfollow()
+
+
+def _check(connection: Connection) -> None:
+    """The checks a config gets at `Agent()` (kind "config", naming the key), for a direct `chat()`."""
+    from . import config as _config
+
+    keys = ("protocol", "provider", "cache", "capabilities", "media_fallback", "model")
+    _config.validate(_config.merge(_config.DEFAULTS, {key: getattr(connection, key) for key in keys}))
 
 
 def tool_schemas(tools: Any) -> list[dict[str, Any]]:
@@ -153,28 +134,27 @@ def tool_schemas(tools: Any) -> list[dict[str, Any]]:
 
 
 def complete(
+    connection: Connection,
     request: Request,
-    protocol: str,
     *,
     cancel: Signal | None,
     on_event: EventCallback | None,
-    timeout: float | None,
-    adapter: Any = None,
-    idle_timeout: float | None = None,
 ) -> LLMResult:
-    """One request with a neutral `Request`: through a custom adapter object or a built-in protocol.
+    """One request (built by `connection.request`): through a custom adapter object or a built-in protocol.
 
     A callable `request.api_key` is called here, once per HTTP attempt (expiring tokens).
     """
     if cancel is not None and cancel.is_set():
         raise AgentError("the request was cancelled", kind="aborted")
-    if adapter is not None and not isinstance(adapter, str):
-        return _custom(adapter, request, cancel, on_event, timeout)
+    timeout = connection.request_timeout
+    if connection.adapter is not None:
+        return _custom(connection.adapter, request, cancel, on_event, timeout)
     _check_base_url(request.base_url)
     request = _with_current_key(request)
     secrets = _secrets(request)
+    timeouts = (timeout, connection.stream_idle_timeout)
     try:
-        return _http_request(request, protocol, cancel, on_event, (timeout, idle_timeout), secrets)
+        return _http_request(request, connection.protocol, cancel, on_event, timeouts, secrets)
     except AgentError as error:
         if cancel is not None and cancel.is_set() and error.kind != "aborted":
             raise AgentError("the request was cancelled", kind="aborted", cause=error) from error
@@ -370,29 +350,25 @@ def _read_json(
         body = json.loads(data)
     except ValueError as exc:
         snippet = redact(data[:200].decode("utf-8", errors="replace"), secrets)
-        raise AgentError(
-            f"the server answered {status} with a body that is not JSON: {snippet!r}",
-            kind="unknown",
-            status=status,
-            body=redact(data.decode("utf-8", errors="replace"), secrets),
-            cause=exc,
-        ) from exc
+        raise _unreadable(f"a body that is not JSON: {snippet!r}", status, data, secrets, exc) from exc
     try:
         result: LLMResult = adapter.parse(body, request)
     except AgentError as error:
         _redact_error(error, secrets)
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        raise AgentError(
-            f"the server answered {status} with a body this protocol cannot read: "
-            f"{type(exc).__name__}: {exc}",
-            kind="unknown",
-            status=status,
-            body=redact(data.decode("utf-8", errors="replace"), secrets),
-            cause=exc,
-        ) from exc
+        what = f"a body this protocol cannot read: {type(exc).__name__}: {exc}"
+        raise _unreadable(what, status, data, secrets, exc) from exc
     _emit(on_event, {"type": "finish", "finish_reason": result.finish_reason, "usage": result.usage})
     return result
+
+
+def _unreadable(what: str, status: int, data: bytes, secrets: list[str], cause: Exception) -> AgentError:
+    """A reply whose body cannot be used (kind "unknown"); the body is kept, keys masked."""
+    body = redact(data.decode("utf-8", errors="replace"), secrets)
+    return AgentError(
+        f"the server answered {status} with {what}", kind="unknown", status=status, body=body, cause=cause
+    )
 
 
 def _read_stream(

@@ -26,17 +26,18 @@ from ._utils.threads import Workers, reusing
 from .batch import Batch, failure_error
 from .call_ids import unique_part, unique_reply, used_ids
 from .config import Config
+from .connection import Connection
 from .context import Context, Reuse, build, over_threshold
 from .errors import AgentError
 from .events import Emitter
 from .history import Message, append_to, assistant_message, call_part, compact_entry, cut_reply, tool_message
 from .hooks import HookFailed, Hooks
 from .llm import complete, tool_schemas
-from .protocols.base import LLMResult, Request, ToolCall, tool_call_part
+from .protocols.base import DEFAULT_CAPABILITIES, LLMResult, ToolCall, tool_call_part
 from .protocols.errors import context_limit
 from .queues import Queue, Queues
 from .result import SendResult
-from .text_tools import mode as tool_mode
+from .text_tools import mode as text_mode
 from .text_tools.mode import as_text, effective_mode, from_text, refused_tools
 from .tools.handlers import ToolSet
 from .tools.shape import interrupted_result
@@ -59,6 +60,8 @@ class RunState:
     tools: ToolSet
     events: Emitter
     cancel: Signal
+    # The model the run asks: the connection keys of `config`.
+    connection: Connection = field(default_factory=Connection)
     pool: Any = None
     hooks: Hooks = field(default_factory=lambda: Hooks({}))
     queues: Queues | None = None
@@ -71,18 +74,18 @@ class RunState:
     partial: _Partial | None = None
     # Called after each entry the loop appends (a session commits it there); raising fails the run.
     on_append: Callable[[Message], None] | None = None
-    # The context of the current history length: the budget check and the request of a round
-    # (and its retries) share one build, since history only grows during a run.
-    context_cache: tuple[int, Context] | None = None
-    # The fold of history so far, extended each round by what was appended; and each entry's token
-    # count and wire form. The agent's own (`Kept`), kept from run to run.
+    # The context of the current history length (and connection): the budget check and the request
+    # of a round (and its retries) share one build, since history only grows during a run.
+    context_cache: tuple[tuple[int, Any], Context] | None = None
+    # The fold of history so far, extended each round by what was appended, and the wire forms of
+    # the latest request: the agent's own (`Kept`), kept from run to run.
     reuse: Reuse = field(default_factory=Reuse)
     memo: Memo = field(default_factory=Memo)
 
 
 @dataclass
 class Kept:
-    """What the runs of one agent keep for the next: the fold of history and the memo of its entries.
+    """What the runs of one agent keep for the next: the fold of its history, the memo of requests.
 
     Both check that history is still what they were made from (`fold.Reuse`, `_utils/memo.py`);
     `new_run()` before each run makes them compare it again, since history may have been edited.
@@ -274,7 +277,7 @@ def _model_reply(state: RunState, reminder: bool, feedback: AgentError | None) -
     while True:
         try:
             return with_retries(
-                lambda: _attempt(state, reminder, feedback),
+                lambda: _attempt(state, state.connection, reminder, feedback),
                 policy,
                 cancel=state.cancel,
                 on_retry=state.events.retry,
@@ -287,7 +290,7 @@ def _model_reply(state: RunState, reminder: bool, feedback: AgentError | None) -
                 raise
             first_overflow = first_overflow or error
             # The context size the server named caps every later budget of this model.
-            _tokens.limits.learn(_ratio_key(state.config), context_limit(error))
+            _tokens.limits.learn(state.connection.model_key, context_limit(error))
             if compactions >= MAX_OVERFLOW_COMPACTIONS:
                 raise first_overflow from None
             compactions += 1
@@ -309,33 +312,54 @@ def _output_feedback(error: AgentError) -> Message:
     return {"role": "user", "content": text}
 
 
-def _attempt(state: RunState, reminder: bool, feedback: AgentError | None) -> tuple[LLMResult, Any]:
-    """One HTTP attempt; a structured-output reply that does not validate fails it (and is retried).
+def _attempt(
+    state: RunState, connection: Connection, reminder: bool, feedback: AgentError | None
+) -> tuple[LLMResult, Any]:
+    """One HTTP attempt on `connection`; a structured-output reply that does not validate fails it.
 
     In tool_mode "auto", a server that refuses the tools field is answered at once by the same
-    attempt in the text protocol (remembered for this base_url + model), not by a backoff.
+    attempt in the text protocol (remembered for this connection's base_url + model), not by a
+    backoff.
     """
-    mode = effective_mode(state.config) if state.tools else "native"
+    tool_mode = state.config["tool_mode"]
+    mode = effective_mode(tool_mode, connection) if state.tools else "native"
     try:
-        return _attempt_in(state, reminder, feedback, mode)
+        return _attempt_in(state, connection, _asked(state, connection, reminder, feedback, mode))
     except AgentError as error:
-        if mode == "native" and state.tools and refused_tools(error, state.config):
-            return _attempt_in(state, reminder, feedback, "text")
+        if mode == "native" and state.tools and refused_tools(error, tool_mode, connection):
+            return _attempt_in(state, connection, _asked(state, connection, reminder, feedback, "text"))
         raise
 
 
-def _attempt_in(
-    state: RunState, reminder: bool, feedback: AgentError | None, mode: str
-) -> tuple[LLMResult, Any]:
-    config = state.config
-    ctx = _context(state)
+@dataclass(frozen=True)
+class _Asked:
+    """What one attempt sends, after the `prepare_request` hook and the text protocol had their say."""
+
+    system: str
+    messages: list[Message]
+    tools: list[dict[str, Any]]
+    # The text protocol's spec when calls travel as text (None: native tool fields).
+    spec: Any
+    # Characters of the request, for the token ratio its reported usage teaches.
+    chars: int
+    # How many of the first `messages` are the context build's (0 once a hook or text mode remade
+    # them), and which of the fold's messages they are: the adapters may reuse what they made of
+    # those for an earlier request (`memo.built`).
+    own: int = 0
+    shape: Any = None
+
+
+def _asked(
+    state: RunState, connection: Connection, reminder: bool, feedback: AgentError | None, mode: str
+) -> _Asked:
+    """The context build, the reminder or output feedback, then what the hook and `mode` make of it."""
+    ctx = _context(state, connection)
     messages = list(ctx.messages)
-    own = len(messages)  # the build's messages open the request, unless a hook or text mode remakes them
     if reminder:
-        messages.append({"role": "user", "content": config["no_tool_prompt"]})
+        messages.append({"role": "user", "content": state.config["no_tool_prompt"]})
     if feedback is not None:
         messages.append(_output_feedback(feedback))
-    system, tools, spec = ctx.system, tool_schemas(state.tools), None
+    system, tools = ctx.system, tool_schemas(state.tools)
     chars = ctx.chars + _tokens.messages_chars(messages[len(ctx.messages) :])
     schema: Mapping[str, Any] = state.tools.schema
     if "prepare_request" in state.hooks:
@@ -344,28 +368,61 @@ def _attempt_in(
         messages = copied(messages)
         asked = {"step": state.steps + 1, "system": system, "messages": messages, "tools": tools}
         system, messages, tools, schema = state.hooks.prepared(asked, state.tools.schema)
-        chars = len(system) + _tokens.messages_chars(messages)
-        own = 0
-    if mode == "text":
-        system, messages, spec = as_text(system, messages, schema)
-        tools = []
-        chars = len(system) + _tokens.messages_chars(messages)
-        own = 0
-    # The adapters may reuse what they rendered and encoded of these for an earlier request.
-    state.memo.built = (messages, own, ctx.shape) if own else None
-    request = _request(state, system, messages, tools)
-    state.events.llm_start({"messages": messages, "tools": tools, "system": system})
-    partial = _Partial(spec=spec)
+        return _text_if(mode, system, messages, tools, schema, len(system) + _tokens.messages_chars(messages))
+    if mode != "text":
+        return _Asked(system, messages, tools, None, chars, len(ctx.messages), ctx.shape)
+    return _text_if(mode, system, messages, tools, schema, chars)
+
+
+def _text_if(
+    mode: str, system: str, messages: list[Message], tools: list[dict[str, Any]], schema: Any, chars: int
+) -> _Asked:
+    """What an attempt sends in `mode` when the messages are no longer the build's own."""
+    if mode != "text":
+        return _Asked(system, messages, tools, None, chars)
+    system, messages, spec = as_text(system, messages, schema)
+    return _Asked(system, messages, [], spec, len(system) + _tokens.messages_chars(messages))
+
+
+def _attempt_in(state: RunState, connection: Connection, asked: _Asked) -> tuple[LLMResult, Any]:
+    """Send `asked` and read the reply: calls written as text, unique ids, structured output."""
+    result = _send(state, connection, asked)
+    spec = asked.spec
+    if spec is None and state.config["tool_mode"] == "auto" and state.tools and not result.tool_calls:
+        # The model may write a call as text even though native tools were offered: run it too.
+        spec = text_mode.prepare(state.tools.schema)
+    if spec is not None:
+        result = from_text(result, spec, salt=str(len(state.history)))
+    # The one place a reply's calls get the ids they are written, run and sent back under.
+    taken = state.reuse.call_ids(state.history)  # known from the build: no walk of history
+    result = unique_reply(result, state.history, protocol=connection.protocol, taken=taken)
+    state.events.llm_finish(result)
+    output: Any = _NO_OUTPUT
+    output_spec = state.config["output"]
+    if output_spec is not None and not result.tool_calls:
+        try:
+            output = output_spec.parse(result.text)
+        except AgentError as error:
+            if error.kind != "unknown":
+                raise
+            output = _Invalid(error)
+    return result, output
+
+
+def _send(state: RunState, connection: Connection, asked: _Asked) -> LLMResult:
+    """The HTTP attempt itself; what a stream delivered is kept (`state.partial`) until it ends."""
+    request = connection.request(
+        system=asked.system, messages=asked.messages, tools=asked.tools, output=state.config["output"]
+    )
+    state.events.llm_start(
+        {"messages": asked.messages, "tools": asked.tools, "system": asked.system}, connection
+    )
+    partial = _Partial(spec=asked.spec)
     state.partial = partial
+    state.memo.built = (asked.messages, asked.own, asked.shape) if asked.own else None
     try:
         result = complete(
-            request,
-            config["protocol"],
-            cancel=state.cancel,
-            on_event=_event_sink(state.events, partial),
-            timeout=config["request_timeout"],
-            adapter=config["model"],
-            idle_timeout=config["stream_idle_timeout"],
+            connection, request, cancel=state.cancel, on_event=_event_sink(state.events, partial)
         )
     except AgentError as error:
         state.events.llm_failed(error)
@@ -377,25 +434,8 @@ def _attempt_in(
     state.partial = None
     if result.usage_reported:
         state.usage.add(result.usage)
-        _tokens.ratios.learn(_ratio_key(config), chars, result.usage.input_tokens)
-    if spec is None and config["tool_mode"] == "auto" and state.tools and not result.tool_calls:
-        # The model may write a call as text even though native tools were offered: run it too.
-        spec = tool_mode.prepare(state.tools.schema)
-    if spec is not None:
-        result = from_text(result, spec, salt=str(len(state.history)))
-    # The one place a reply's calls get the ids they are written, run and sent back under.
-    taken = state.reuse.call_ids(state.history)  # known from the build: no walk of history
-    result = unique_reply(result, state.history, protocol=config["protocol"], taken=taken)
-    state.events.llm_finish(result)
-    output: Any = _NO_OUTPUT
-    if config["output"] is not None and not result.tool_calls:
-        try:
-            output = config["output"].parse(result.text)
-        except AgentError as error:
-            if error.kind != "unknown":
-                raise
-            output = _Invalid(error)
-    return result, output
+        _tokens.ratios.learn(connection.model_key, asked.chars, result.usage.input_tokens)
+    return result
 
 
 def _event_sink(events: Emitter, partial: _Partial) -> Callable[[dict[str, Any]], None]:
@@ -406,60 +446,38 @@ def _event_sink(events: Emitter, partial: _Partial) -> Callable[[dict[str, Any]]
     return sink
 
 
-def _context(state: RunState) -> Context:
+def _context(state: RunState, connection: Connection) -> Context:
+    """The context build for the current history length and connection (its protocol and ratio)."""
     cached = state.context_cache
-    if cached is not None and cached[0] == len(state.history):
+    key = (len(state.history), connection.model_key)
+    if cached is not None and cached[0] == key:
         return cached[1]
     config = state.config
     ctx = build(
         state.history,
         system=config["system"],
         tools=state.tools,
-        max_context_tokens=_budget(config),
-        ratio=_tokens.ratios.get(_ratio_key(config)),
-        protocol=config["protocol"],
-        reasoning=config["capabilities"].get("reasoning", False),
+        max_context_tokens=_budget(config, connection),
+        ratio=_tokens.ratios.get(connection.model_key),
+        protocol=connection.protocol,
+        reasoning={**DEFAULT_CAPABILITIES, **connection.capabilities}.get("reasoning", False),
         reuse=state.reuse,
     )
-    state.context_cache = (len(state.history), ctx)
+    state.context_cache = (key, ctx)
     return ctx
 
 
-def _request(state: RunState, system: str, messages: list[Message], tools: list[dict[str, Any]]) -> Request:
-    config = state.config
-    model = config["model"]
-    return Request(
-        model=model if isinstance(model, str) else "",
-        messages=messages,
-        system=system,
-        tools=tools,
-        base_url=config["base_url"],
-        api_key=config["api_key"],
-        provider=config["provider"],
-        stream=config["stream"],
-        cache=config["cache"],
-        capabilities=config["capabilities"],
-        media_fallback=config["media_fallback"],
-        output=config["output"],
-        max_tokens=config["max_tokens"],
-    )
-
-
-def _ratio_key(config: Mapping[str, Any]) -> tuple[str, str, Any]:
-    model = config["model"]
-    return (config["protocol"], config["base_url"], model if isinstance(model, str) else id(model))
-
-
-def _budget(config: Mapping[str, Any]) -> float:
-    """max_context_tokens, or the smaller context size the server named in an overflow error."""
-    return _tokens.limits.budget(_ratio_key(config), config["max_context_tokens"])
+def _budget(config: Mapping[str, Any], connection: Connection) -> float:
+    """max_context_tokens, or the smaller context size `connection`'s server named in an overflow error."""
+    return _tokens.limits.budget(connection.model_key, config["max_context_tokens"])
 
 
 def _over_budget(state: RunState) -> bool:
     config = state.config
     if math.isinf(config["max_context_tokens"]):
         return False
-    return over_threshold(_context(state), _budget(config), config["compact_threshold"])
+    ctx = _context(state, state.connection)
+    return over_threshold(ctx, _budget(config, state.connection), config["compact_threshold"])
 
 
 def _close_partial_reply(state: RunState) -> None:
@@ -470,11 +488,11 @@ def _close_partial_reply(state: RunState) -> None:
     text = "".join(partial.text)
     if partial.spec is not None:
         # Text-protocol markup never reaches history; a half-written call is dropped with it.
-        text = tool_mode.strip(text, partial.spec)
+        text = text_mode.strip(text, partial.spec)
         if not text:
             return
     taken = used_ids(state.history)
-    calls = [unique_part(call, taken, protocol=state.config["protocol"]) for call in partial.calls]
+    calls = [unique_part(call, taken, protocol=state.connection.protocol) for call in partial.calls]
     _append(state, cut_reply(text, calls), reply=True)
     if calls:
         results = [interrupted_result() for _ in calls]
@@ -499,9 +517,10 @@ def compact_now(state: RunState, reason: str = "manual") -> str:
         system=config["system"],
         tools=state.tools,
         connection=_compact.connection_of(config),
+        agent_max_tokens=_compact.agent_max_tokens(config),
         on_compact=events.compact_sink(reason, events.callbacks.get("on_compact")),
         cancel=state.cancel,
-        max_context_tokens=_budget(config),
+        max_context_tokens=_budget(config, state.connection),
         retry=RetryPolicy.from_config(config),
         on_retry=events.retry,
         observe=events.observer(),

@@ -88,6 +88,10 @@ class MCPTools:
     Attributes:
         name: the server's `serverInfo.name`, else its command line or URL.
         tools: the ToolSet of the server's tools (listed once, at connect).
+
+    One connection's whole life is here — the public face, the background event loop that owns
+    the SDK's session, the calls the agent's threads hand over to it — because each of them
+    reads or hands over that loop's state; hence the number of methods.
     """
 
     def __init__(

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 from . import events as _events
 from ._utils.tracecontext import set_traceparent
+from .connection import Connection
 from .errors import AgentError
 
 if TYPE_CHECKING:
@@ -125,7 +126,7 @@ class _Spans:
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.id": emitter.agent_id,
             "agentcore.run.id": event["run_id"],
-            **_model_attributes(emitter.config),
+            **_model_attributes(Connection.of(emitter.config)),
         }
         parent = emitter.parent
         if parent is not None:
@@ -171,8 +172,8 @@ class _Spans:
     # ------------------------------------------------------------ chat {model}
 
     def _chat_start(self, emitter: Any, event: dict[str, Any]) -> None:
-        # A compaction names its own connection (config["compact"] may pick another model).
-        connection = event.get("connection") or emitter.config
+        # Each attempt names its connection (a compaction's may be another model: config["compact"]).
+        connection = event.get("connection") or Connection.of(emitter.config)
         attributes = {"gen_ai.operation.name": "chat", **_model_attributes(connection)}
         if event.get("request"):
             attributes["agentcore.request"] = str(event["request"])
@@ -301,17 +302,17 @@ class _Spans:
         span.set_status(Status(StatusCode.ERROR, str(error.get("message") or "")))
 
 
-def _model_attributes(config: Mapping[str, Any]) -> dict[str, Any]:
-    """gen_ai.provider.name, gen_ai.request.model, server.address / port of a run's config."""
+def _model_attributes(connection: Connection) -> dict[str, Any]:
+    """gen_ai.provider.name, gen_ai.request.model, server.address / port of a connection."""
     attributes: dict[str, Any] = {}
-    model = config.get("model")
+    model = connection.model
     if isinstance(model, str):
-        attributes["gen_ai.provider.name"] = _PROVIDERS.get(str(config.get("protocol")), "openai")
+        attributes["gen_ai.provider.name"] = _PROVIDERS.get(connection.protocol, "openai")
         attributes["gen_ai.request.model"] = model
     elif model is not None:  # an adapter object
         attributes["gen_ai.provider.name"] = type(model).__name__
         attributes["gen_ai.request.model"] = str(getattr(model, "model", "") or type(model).__name__)
-    base_url = config.get("base_url")
+    base_url = connection.base_url
     if isinstance(base_url, str) and base_url:
         parts = urlsplit(base_url)
         if parts.hostname:

@@ -34,7 +34,7 @@ RANKS = [
         "queues",
         "store",
     ),
-    ("protocols", "text_tools"),
+    ("protocols", "text_tools", "connection"),
     ("llm", "_http", "context", "fold"),
     ("compact", "batch"),
     ("loop",),

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._utils.memo import Memo
 from ..config import PROVIDER_KEYS as _PROVIDER_KEYS
+from ..config import check_provider as _check_provider
 from ..errors import AgentError
 
 if TYPE_CHECKING:
@@ -37,27 +38,12 @@ TOOL_CHOICE_MODES = ("auto", "none", "required")
 
 
 def check_provider(provider: Mapping[str, Any]) -> None:
-    """Reject provider keys outside API.md §Wire and malformed `headers` / `body`.
+    """Reject provider keys outside API.md §Wire and malformed `headers` / `body` (config's own rule).
 
     Raises:
         AgentError: kind "config", naming the offending key.
     """
-    unknown = sorted(set(provider) - PROVIDER_KEYS)
-    if unknown:
-        raise AgentError(
-            f"unknown provider key(s) {', '.join(map(repr, unknown))}; allowed: "
-            f"{', '.join(sorted(PROVIDER_KEYS))} (put vendor fields in provider['body'])",
-            kind="config",
-        )
-    headers = provider.get("headers")
-    if headers is not None and not (
-        isinstance(headers, Mapping)
-        and all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
-    ):
-        raise AgentError("provider['headers'] must be a dict of str to str", kind="config")
-    body = provider.get("body")
-    if body is not None and not isinstance(body, Mapping):
-        raise AgentError("provider['body'] must be a dict", kind="config")
+    _check_provider("provider", dict(provider))
 
 
 def base_headers(provider: Mapping[str, Any], auth: Mapping[str, str]) -> dict[str, str]:
@@ -372,3 +358,26 @@ def _run_text(rendered: _Rendered) -> list[bytes]:
             text[:] = [b"".join(text)]
         rendered.texted = len(run)
     return text
+
+
+# ---------------------------------------------------------------- stream events
+
+
+def stream_object(data: str, protocol: str, *, one_item_list: bool = False) -> dict[str, Any]:
+    """One stream event's JSON object (`one_item_list`: `[{...}]` counts as its object, as Gemini
+    sends it).
+
+    Raises:
+        AgentError: kind "unknown" (status 200) when the data is not a JSON object.
+    """
+    try:
+        value = json.loads(data)
+    except ValueError:
+        value = None
+    if one_item_list and isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if not isinstance(value, dict):
+        raise AgentError(
+            f"malformed {protocol} stream event: {data[:200]!r}", kind="unknown", status=200, body=data
+        )
+    return value

@@ -69,6 +69,7 @@ from ._common import (
     check_provider,
     merge_body,
     rendered_all,
+    stream_object,
     tool_choice,
 )
 from .base import (
@@ -90,7 +91,7 @@ from .base import (
     text_of,
     tool_call_part,
 )
-from .errors import http_error, is_overflow
+from .errors import http_error, reply_error
 
 log = logging.getLogger("agentcore")
 
@@ -178,7 +179,7 @@ class AnthropicAdapter:
         if not isinstance(body, dict):
             raise AgentError("the anthropic reply is not a JSON object", kind="unknown", status=200)
         if body.get("type") == "error" or isinstance(body.get("error"), dict):
-            raise _error_from(body.get("error"), json.dumps(body))
+            raise reply_error(body.get("error"), json.dumps(body), _ERROR_TYPE_KINDS, kind_keys=("type",))
         if not isinstance(body.get("content"), list):
             raise AgentError(
                 "the anthropic reply has no content", kind="unknown", status=200, body=json.dumps(body)
@@ -588,11 +589,11 @@ class AnthropicStream:
         data = event.data.strip()
         if self.done or not data:
             return []
-        payload = _load_event(data)
+        payload = stream_object(data, "anthropic")
         self._events.append(payload)
         kind = str(payload.get("type") or event.event)
         if kind == "error":
-            raise _error_from(payload.get("error"), data)
+            raise reply_error(payload.get("error"), data, _ERROR_TYPE_KINDS, kind_keys=("type",))
         if kind == "message_start":
             message = payload.get("message")
             self._merge_usage(message.get("usage") if isinstance(message, dict) else None)
@@ -688,31 +689,4 @@ def _index(payload: dict[str, Any]) -> int:
     return index if isinstance(index, int) else 0
 
 
-def _load_event(data: str) -> dict[str, Any]:
-    try:
-        payload = json.loads(data)
-    except ValueError:
-        payload = None
-    if not isinstance(payload, dict):
-        raise AgentError(
-            f"malformed anthropic stream event: {data[:200]!r}", kind="unknown", status=200, body=data
-        )
-    return payload
-
-
 # ---------------------------------------------------------------- errors
-
-
-def _error_from(error: Any, raw: str) -> AgentError:
-    """An in-stream `error` event (or error body with status 200) as an AgentError.
-
-    `overloaded_error` (HTTP 529 when not streamed) is a retryable server error.
-    """
-    if not isinstance(error, dict):
-        error = {"message": str(error)}
-    message = error.get("message")
-    if not isinstance(message, str) or not message:
-        message = json.dumps(error, ensure_ascii=False)
-    overflow = is_overflow(message, error)
-    kind = "request" if overflow else _ERROR_TYPE_KINDS.get(str(error.get("type") or ""), "server")
-    return AgentError(message, kind=kind, body=raw, overflow=overflow)

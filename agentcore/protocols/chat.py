@@ -32,6 +32,7 @@ from ._common import (
     merge_body,
     rendered_all,
     short_hash,
+    stream_object,
     tool_choice,
 )
 from .base import (
@@ -50,7 +51,7 @@ from .base import (
     text_of,
     tool_call_part,
 )
-from .errors import http_error, is_overflow, kind_for_status
+from .errors import http_error, reply_error
 
 PROTECTED_KEYS = ("model", "messages", "stream")
 # Provider keys sent under their own name; `top_k` is not OpenAI's but vLLM and llama.cpp read it.
@@ -151,7 +152,7 @@ class ChatAdapter:
                 "the chat reply is not a JSON object", kind="unknown", status=200, body=repr(body)
             )
         if body.get("error") and not body.get("choices"):
-            raise _error_event(body["error"], json.dumps(body))
+            raise reply_error(body["error"], json.dumps(body), _ERROR_CODE_KINDS)
         choice = _first_choice(body.get("choices"))
         if choice is None:
             raise AgentError(
@@ -517,16 +518,9 @@ def _result(
 
 
 def _load_chunk(data: str, event_name: str) -> dict[str, Any]:
-    try:
-        chunk = json.loads(data)
-    except ValueError:
-        chunk = None
-    if not isinstance(chunk, dict):
-        raise AgentError(
-            f"malformed chat stream chunk: {data[:200]!r}", kind="unknown", status=200, body=data
-        )
+    chunk = stream_object(data, "chat")
     if chunk.get("error") or event_name == "error":
-        raise _error_event(chunk.get("error") or chunk, data)
+        raise reply_error(chunk.get("error") or chunk, data, _ERROR_CODE_KINDS)
     return chunk
 
 
@@ -612,29 +606,3 @@ def _usage(usage: Any) -> Usage | None:
 
 
 # ---------------------------------------------------------------- errors
-
-
-def _error_event(error: Any, raw: str) -> AgentError:
-    """An error object sent inside a 200 reply or stream, as an AgentError."""
-    if not isinstance(error, dict):
-        error = {"message": str(error)}
-    message = error.get("message")
-    if not isinstance(message, str) or not message:
-        message = json.dumps(error, ensure_ascii=False)
-    status = _status_of(error.get("status")) or _status_of(error.get("code"))
-    overflow = is_overflow(message, error)
-    if status is not None:
-        kind = kind_for_status(status)
-    elif overflow:
-        kind = "request"
-    else:
-        kind = _ERROR_CODE_KINDS.get(str(error.get("code") or error.get("type") or ""), "server")
-    return AgentError(message, kind=kind, status=status, body=raw, overflow=overflow)
-
-
-def _status_of(value: Any) -> int | None:
-    if isinstance(value, str) and value.isdigit():
-        value = int(value)
-    if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
-        return value
-    return None

@@ -3,6 +3,7 @@
     message, overflow = http_error(status, body_text)   # an HTTP error body, any protocol
     message, error = vendor_error(body_text)            # the message and the error object
     is_overflow(message, error)                         # also for in-stream error events
+    raise reply_error(error, raw, kinds)                # an error inside a 200 reply or a stream
     context_limit(agent_error)                          # the context size an overflow names
 
 Every adapter asks `is_overflow` about its HTTP errors and its in-stream error events, so a
@@ -161,6 +162,42 @@ def is_overflow(message: str, error: Mapping[str, Any] | None = None) -> bool:
     if error and (error.get("code") in OVERFLOW_CODES or error.get("type") in OVERFLOW_CODES):
         return True
     return any(pattern.search(message) for pattern in _PATTERNS)
+
+
+def reply_error(
+    error: Any, raw: str, kinds: Mapping[str, str], *, kind_keys: tuple[str, ...] = ("code", "type")
+) -> AgentError:
+    """An error object a vendor sent inside a 200 reply or a stream, as an AgentError.
+
+    Its message is the object's `message` (else the object as JSON), its `status` an HTTP
+    status in the object's `status` or `code` field. Its kind: "request" for a context overflow;
+    else what `kinds` (the adapter's table of the vendor's codes) says of the first field of
+    `kind_keys` the object has; else the kind of its status; else "server" (so it is retried).
+    """
+    if not isinstance(error, Mapping):
+        error = {"message": str(error)}
+    message = error.get("message")
+    if not isinstance(message, str) or not message:
+        message = json.dumps(dict(error), ensure_ascii=False)
+    status = _status_of(error.get("status")) or _status_of(error.get("code"))
+    overflow = is_overflow(message, error)
+    code = next((str(error[key]) for key in kind_keys if error.get(key)), "")
+    if overflow:
+        kind = "request"
+    elif code in kinds:
+        kind = kinds[code]
+    else:
+        kind = kind_for_status(status) if status is not None else "server"
+    return AgentError(message, kind=kind, status=status, body=raw, overflow=overflow)
+
+
+def _status_of(value: Any) -> int | None:
+    """`value` as an HTTP status (an int or a string of digits, 100–599), else None."""
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+        return value
+    return None
 
 
 def context_limit(error: AgentError) -> int | None:

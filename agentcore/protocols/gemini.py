@@ -78,6 +78,7 @@ from ._common import (
     merge_body,
     rendered_all,
     short_hash,
+    stream_object,
     tool_choice,
 )
 from .base import (
@@ -97,7 +98,7 @@ from .base import (
     text_of,
     tool_call_part,
 )
-from .errors import http_error, is_overflow, kind_for_status
+from .errors import http_error, reply_error
 
 log = logging.getLogger("agentcore")
 
@@ -455,7 +456,7 @@ class _Reply:
             AgentError: the chunk is an error object.
         """
         if isinstance(chunk.get("error"), dict):
-            raise _error_from(chunk["error"], raw)
+            raise reply_error(chunk["error"], raw, _STATUS_KINDS, kind_keys=("status",))
         if isinstance(chunk.get("usageMetadata"), dict):
             self.usage = _usage(chunk["usageMetadata"])
         if isinstance(chunk.get("responseId"), str):
@@ -581,16 +582,7 @@ class GeminiStream:
         data = event.data.strip()
         if not data or data == "[DONE]":
             return []
-        try:
-            chunk = json.loads(data)
-        except ValueError:
-            chunk = None
-        if isinstance(chunk, list) and len(chunk) == 1:
-            chunk = chunk[0]
-        if not isinstance(chunk, dict):
-            raise AgentError(
-                f"malformed gemini stream chunk: {data[:200]!r}", kind="unknown", status=200, body=data
-            )
+        chunk = stream_object(data, "gemini", one_item_list=True)
         self._chunks.append(chunk)
         events = self._reply.add(chunk, data)
         self.done = self.done or self._reply.finished
@@ -601,17 +593,3 @@ class GeminiStream:
 
 
 # ---------------------------------------------------------------- errors
-
-
-def _error_from(error: dict[str, Any], raw: str) -> AgentError:
-    """An error object sent inside a 200 reply or stream, as an AgentError."""
-    message = error.get("message")
-    if not isinstance(message, str) or not message:
-        message = json.dumps(error, ensure_ascii=False)
-    code = error.get("code")
-    status = code if isinstance(code, int) and not isinstance(code, bool) and 100 <= code <= 599 else None
-    overflow = is_overflow(message, error)
-    kind = _STATUS_KINDS.get(str(error.get("status") or "")) or (
-        kind_for_status(status) if status else "server"
-    )
-    return AgentError(message, kind=kind, status=status, body=raw, overflow=overflow)

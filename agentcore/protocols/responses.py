@@ -62,6 +62,7 @@ from ._common import (
     data_url,
     merge_body,
     rendered_all,
+    stream_object,
     tool_choice,
 )
 from .base import (
@@ -81,7 +82,7 @@ from .base import (
     text_of,
     tool_call_part,
 )
-from .errors import http_error, is_overflow
+from .errors import http_error, reply_error
 
 log = logging.getLogger("agentcore")
 
@@ -144,7 +145,7 @@ class ResponsesAdapter:
         if not isinstance(body, dict):
             raise AgentError("the responses reply is not a JSON object", kind="unknown", status=200)
         if isinstance(body.get("error"), dict):
-            raise _error_from(body["error"], json.dumps(body))
+            raise reply_error(body["error"], json.dumps(body), _ERROR_CODE_KINDS)
         if "output" not in body and "status" not in body:
             raise AgentError(
                 "the responses reply has no output", kind="unknown", status=200, body=json.dumps(body)
@@ -526,13 +527,12 @@ class ResponsesStream:
         data = event.data.strip()
         if self.done or not data or data == "[DONE]":
             return []
-        payload = _load_event(data)
+        payload = stream_object(data, "responses")
         self._events.append(payload)
         kind = str(payload.get("type") or event.event)
         if kind == "error":
-            raise _error_from(
-                payload.get("error") if isinstance(payload.get("error"), dict) else payload, data
-            )
+            error = payload.get("error") if isinstance(payload.get("error"), dict) else payload
+            raise reply_error(error, data, _ERROR_CODE_KINDS)
         if kind in _TERMINAL_EVENTS:
             return self._finish(payload, kind, data)
         if kind == "response.output_item.added":
@@ -560,7 +560,7 @@ class ResponsesStream:
         self._response = response if isinstance(response, dict) else {}
         self.done = True
         if kind == "response.failed" and isinstance(self._response.get("error"), dict):
-            raise _error_from(self._response["error"], data, default_kind="server")
+            raise reply_error(self._response["error"], data, _ERROR_CODE_KINDS)
         return []
 
     def _item_done(self, payload: dict[str, Any]) -> list[dict[str, Any]]:
@@ -615,32 +615,4 @@ def _index(payload: dict[str, Any]) -> int:
     return index if isinstance(index, int) else 0
 
 
-def _load_event(data: str) -> dict[str, Any]:
-    try:
-        payload = json.loads(data)
-    except ValueError:
-        payload = None
-    if not isinstance(payload, dict):
-        raise AgentError(
-            f"malformed responses stream event: {data[:200]!r}", kind="unknown", status=200, body=data
-        )
-    return payload
-
-
 # ---------------------------------------------------------------- errors
-
-
-def _error_from(error: Any, raw: str, default_kind: str = "server") -> AgentError:
-    """An error object inside a 200 reply or stream (`error` event, failed response) as an AgentError.
-
-    `{"type": "error", "code", "message"}` and `{"type": "error", "error": {...}}` both occur.
-    """
-    if not isinstance(error, dict):
-        error = {"message": str(error)}
-    message = error.get("message")
-    if not isinstance(message, str) or not message:
-        message = json.dumps(error, ensure_ascii=False)
-    overflow = is_overflow(message, error)
-    code = str(error.get("code") or error.get("type") or "")
-    kind = "request" if overflow else _ERROR_CODE_KINDS.get(code, default_kind)
-    return AgentError(message, kind=kind, body=raw, overflow=overflow)

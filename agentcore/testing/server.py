@@ -82,8 +82,7 @@ class ModelServer:
 
         Args:
             script: items answered in order, one per model request.
-            default: the item used once the script is exhausted; without it the reply is
-                the text "(script exhausted)".
+            default: the item once the script is exhausted (else the text "(script exhausted)").
             port: the port to bind (0 picks a free one).
             keep_alive: False sends `Connection: close` with every response and hangs up
                 after it (the client's `http.client` then hands the socket to the response).
@@ -115,7 +114,10 @@ class ModelServer:
         self.log: list[Recorded] = []
         self.errors: list[BaseException] = []
         self.add(*script)
+        self._serve_on(port)
 
+    def _serve_on(self, port: int) -> None:
+        """Listen on 127.0.0.1:`port` (0: a free one) and accept connections on a thread of their own."""
         self._closing = threading.Event()
         self._sockets: set[socket.socket] = set()
         self._threads: set[threading.Thread] = set()

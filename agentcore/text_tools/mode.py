@@ -1,9 +1,9 @@
 """How the loop talks tools with a model: native tool fields, or the text protocol; "auto" mode.
 
-    mode = effective_mode(config)                           # "native" or "text"
+    mode = effective_mode(config["tool_mode"], connection)  # "native" or "text"
     system, messages, spec = as_text(system, messages, tools)
     result = from_text(result, spec, salt="step-3")          # calls read back from the reply text
-    refused_tools(error, config)                            # auto: this server refuses `tools`
+    refused_tools(error, "auto", connection)                # this server refuses `tools`: remember
 
 `tool_mode="text"` sends no tools field and appends a manual to the system prompt;
 `"auto"` starts native, switches to text for good (per base_url + model, process-wide) when
@@ -24,28 +24,29 @@ from ..errors import AgentError
 from ..protocols.base import LLMResult, ToolCall, make_result, tool_call_part
 
 if TYPE_CHECKING:
+    from ..connection import Connection
     from .manual import TextToolSpec
 
 # The rest of the text protocol is imported on first use: most agents never need it, and the
 # loop (which imports this module) stays cheap to load.
 
 
-def effective_mode(config: Mapping[str, Any]) -> str:
-    mode = config["tool_mode"]
-    if mode == "text":
+def effective_mode(tool_mode: str, connection: Connection) -> str:
+    """ "native" or "text": config `tool_mode`, with "auto" text once this connection refused tools."""
+    if tool_mode == "text":
         return "text"
-    if mode == "auto" and remembered(config["base_url"], _model_key(config)):
+    if tool_mode == "auto" and remembered(connection.base_url, connection.model_id):
         return "text"
     return "native"
 
 
-def refused_tools(error: AgentError, config: Mapping[str, Any]) -> bool:
+def refused_tools(error: AgentError, tool_mode: str, connection: Connection) -> bool:
     """An auto-mode server said it does not take the tools field: remember and switch."""
-    if config["tool_mode"] != "auto" or error.status is None:
+    if tool_mode != "auto" or error.status is None:
         return False
     if not is_refusal(error.status, (error.body or "") + " " + error.message):
         return False
-    remember(config["base_url"], _model_key(config))
+    remember(connection.base_url, connection.model_id)
     return True
 
 
@@ -88,11 +89,6 @@ def from_text(result: LLMResult, spec: TextToolSpec, *, salt: str) -> LLMResult:
     rebuilt = make_result(parts, result.usage, result.finish_reason, result.raw, tool_calls=calls)
     rebuilt.usage_reported = result.usage_reported
     return rebuilt
-
-
-def _model_key(config: Mapping[str, Any]) -> str:
-    model = config["model"]
-    return model if isinstance(model, str) else f"adapter:{id(model)}"
 
 
 # ---------------------------------------------------------------- servers that refuse `tools`

@@ -37,6 +37,8 @@ from ..errors import AgentError
 
 if TYPE_CHECKING:
     # Imported where a schema is made: `import agentcore` stays cheap.
+    import inspect
+
     from .._utils.hints import Convert, Kind
 
 P = ParamSpec("P")
@@ -322,14 +324,9 @@ def infer_schema(
         kind = _kind(tool_name, param.name, annotation if annotation is not param.empty else Any)
         if kind.convert is not None:
             converters[param.name] = kind.convert
-        prop = dict(kind.schema)
-        if arg_docs and arg_docs.get(param.name):
-            prop = {**prop, "description": arg_docs[param.name]}
+        properties[param.name] = _property(kind, param, (arg_docs or {}).get(param.name))
         if param.default is param.empty:
             required.append(param.name)
-        elif _is_json(param.default):
-            prop = {**prop, "default": json.loads(json.dumps(_json_default(param.default)))}
-        properties[param.name] = prop
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         schema["required"] = required
@@ -339,6 +336,16 @@ def infer_schema(
         return hoist_defs(schema), context_param, converters
     except TypeError as exc:
         raise TypeError(f"@tool {tool_name}: {exc}") from None
+
+
+def _property(kind: Kind, param: inspect.Parameter, doc: str | None) -> dict[str, Any]:
+    """One parameter's entry in the input schema: its type's schema, its docs, its JSON default."""
+    prop = dict(kind.schema)
+    if doc:
+        prop["description"] = doc
+    if param.default is not param.empty and _is_json(param.default):
+        prop["default"] = json.loads(json.dumps(_json_default(param.default)))
+    return prop
 
 
 def _kind(tool_name: str, param: str, annotation: Any) -> Kind:

@@ -10,6 +10,7 @@ can read (`output`, plus `stop`, `error`, `interrupted` when they apply).
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -54,43 +55,15 @@ class _DirectCall:
     raw_arguments: str | None = None
 
 
-def run_call(
-    tools: ToolSet,
-    call: Call,
-    *,
-    cancel: threading.Event | None,
-    on_output: OnOutput | None,
-    limit: int | None,
-    agent_id: str,
-    pool: Any = None,
-    concurrency: int | None = None,
-) -> dict[str, Any]:
-    """Run one call of the model and return its result dict.
+def run_call(tools: ToolSet, call: Call, **options: Any) -> dict[str, Any]:
+    """Run one call of the model and return its result dict: `check_call`, then `run_checked`.
 
-    Args:
-        tools: the effective tool set.
-        call: the model's call (`id`, `name`, `arguments`, and `raw_arguments` when the
-            argument text was not a JSON object).
-        cancel: the run's cancel event (a `Signal` is followed without polling).
-        on_output: receives `{"tool_call_id", "tool_name", "stream", "data"}`.
-        limit: `max_tool_output` in characters, or None.
-        agent_id: passed to the tool's context.
-        pool: the agent's tool-process pool for file tools; None uses the shared pool.
-        concurrency: passed to the pool as a keyword, when given.
+    `options` are `run_checked`'s keywords.
     """
     problem = check_call(tools, call)
     if problem is not None:
         return problem
-    return run_checked(
-        tools,
-        call,
-        cancel=cancel,
-        on_output=on_output,
-        limit=limit,
-        agent_id=agent_id,
-        pool=pool,
-        concurrency=concurrency,
-    )
+    return run_checked(tools, call, **options)
 
 
 def check_call(tools: ToolSet, call: Call, arguments: Any = None) -> dict[str, Any] | None:
@@ -119,23 +92,35 @@ def run_checked(
     pool: Any = None,
     concurrency: int | None = None,
 ) -> dict[str, Any]:
-    """Run a call that `check_call` passed; same result shapes as `run_call`."""
+    """Run a call that `check_call` passed and return its result dict (never raises for the tool's failure).
+
+    Args:
+        tools: the effective tool set.
+        call: the model's call (`id`, `name`, `arguments`, and `raw_arguments` when the
+            argument text was not a JSON object).
+        cancel: the run's cancel event (a `Signal` is followed without polling).
+        on_output: receives `{"tool_call_id", "tool_name", "stream", "data"}`.
+        limit: `max_tool_output` in characters, or None.
+        agent_id: passed to the tool's context.
+        pool: the agent's tool-process pool for file tools; None uses the shared pool.
+        concurrency: passed to the pool as a keyword, when given.
+    """
     handler = tools.handlers[call.name]
     signal, unfollow = _signal(cancel)
     try:
         if signal.is_set():
             return interrupted_result()
-        if isinstance(handler, MemoryTool):
-            result = run_memory(
-                handler,
-                call.arguments,
-                tool_call_id=call.id,
-                cancel=signal,
-                on_output=on_output,
-                agent_id=agent_id,
-            )
-        else:
-            result = _run_file(handler, call, signal, on_output, agent_id, pool, concurrency)
+        run: Callable[..., dict[str, Any]] = run_memory
+        if not isinstance(handler, MemoryTool):
+            run = functools.partial(_run_file, pool=pool, concurrency=concurrency)
+        result = run(
+            handler,
+            call.arguments,
+            tool_call_id=call.id,
+            cancel=signal,
+            on_output=on_output,
+            agent_id=agent_id,
+        )
     finally:
         unfollow()
     return truncate_result(result, limit)
@@ -184,30 +169,20 @@ def _noop() -> None:
 
 
 def _run_file(
-    handler: FileTool,
-    call: Call,
-    cancel: Signal,
-    on_output: OnOutput | None,
-    agent_id: str,
-    pool: Any,
-    concurrency: int | None,
+    handler: FileTool, arguments: dict[str, Any], *, pool: Any, concurrency: int | None, **call: Any
 ) -> dict[str, Any]:
-    """Hand a file tool to the tool-process pool (tools/runner.py), which shapes its result."""
+    """Hand a file tool to the tool-process pool (tools/runner.py), which shapes its result.
+
+    `call` holds run_memory's keywords (tool_call_id, cancel, on_output, agent_id), which the
+    pool's `run` takes too.
+    """
     options: dict[str, Any] = {} if concurrency is None else {"concurrency": concurrency}
     try:
         if pool is None:
             from .runner import shared_pool  # type: ignore[import-not-found,unused-ignore]
 
             pool = shared_pool()
-        result: dict[str, Any] = pool.run(
-            handler,
-            call.arguments,
-            tool_call_id=call.id,
-            cancel=cancel,
-            on_output=on_output,
-            agent_id=agent_id,
-            **options,
-        )
+        result: dict[str, Any] = pool.run(handler, arguments, **call, **options)
     except ModuleNotFoundError as exc:
         if exc.name != f"{__package__}.runner":
             return exception_result(exc)

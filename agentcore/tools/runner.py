@@ -256,20 +256,7 @@ class ToolPool:
         on_output: OnOutput | None,
         agent_id: str,
     ) -> dict[str, Any]:
-        message: dict[str, Any] = {
-            "op": "call",
-            "path": handler.path,
-            "root": handler.folder,
-            "version": handler.version,
-            "name": handler.name,
-            "input": input,
-            "tool_call_id": tool_call_id,
-            "agent_id": agent_id,
-            "cwd": _cwd(),
-        }
-        trace = traceparent()
-        if trace is not None:
-            message["traceparent"] = trace
+        message = _call_message(handler, input, tool_call_id, agent_id)
         try:
             proc = self._start_job(ticket, handler.folder, handler.version, message)
         except (ValueError, TypeError) as exc:
@@ -291,18 +278,7 @@ class ToolPool:
             self._give_back(proc)
             result: dict[str, Any] = payload["result"]
             return result
-        proc.stop(close=False)
-        try:
-            if ticket.killed:
-                return interrupted_result()
-            if kind == "timeout" and handler.timeout is not None:
-                return timeout_result(handler.timeout)
-            # A crash: what it printed last (a faulthandler traceback, say) explains it.
-            proc.drain(output)
-            output.finish()
-            return error_result(proc.death_text(output.stderr_tail()))
-        finally:
-            proc.close()
+        return _failed(proc, ticket, handler, kind, output)
 
     def _scan(self, ticket: _Ticket, roots: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
         """Scan in a process of its own, ended (with all it started) before this returns:
@@ -396,6 +372,43 @@ def _shutdown(idle: list[Process], tickets: set[_Ticket], pid: int) -> None:
     stop_processes(procs, close=True)
     # Busy pipes belong to the threads running the calls; only the processes are stopped here.
     stop_processes(busy, close=False)
+
+
+def _call_message(
+    handler: FileTool, input: dict[str, Any], tool_call_id: str, agent_id: str
+) -> dict[str, Any]:
+    """The command that runs one call of `handler` in a tool process (worker.py's wire)."""
+    message: dict[str, Any] = {
+        "op": "call",
+        "path": handler.path,
+        "root": handler.folder,
+        "version": handler.version,
+        "name": handler.name,
+        "input": input,
+        "tool_call_id": tool_call_id,
+        "agent_id": agent_id,
+        "cwd": _cwd(),
+    }
+    trace = traceparent()
+    if trace is not None:
+        message["traceparent"] = trace
+    return message
+
+
+def _failed(proc: Process, ticket: _Ticket, handler: FileTool, kind: str, output: Output) -> dict[str, Any]:
+    """The result of a call that got no reply: killed, timed out, or its process died. Ends the process."""
+    proc.stop(close=False)
+    try:
+        if ticket.killed:
+            return interrupted_result()
+        if kind == "timeout" and handler.timeout is not None:
+            return timeout_result(handler.timeout)
+        # A crash: what it printed last (a faulthandler traceback, say) explains it.
+        proc.drain(output)
+        output.finish()
+        return error_result(proc.death_text(output.stderr_tail()))
+    finally:
+        proc.close()
 
 
 def _cwd() -> str | None:

@@ -53,7 +53,7 @@ def warm(n: int, tools: ToolSet | None = None, *, timeout: float = 30.0) -> int:
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise AgentError(f"tools.warm(n): n must be an int >= 0, got {n!r}", kind="config")
     roots = _roots(tools)
-    from .process import Process, stop_processes
+    from .process import stop_processes
 
     with _lock:
         _forget_after_fork()
@@ -61,9 +61,28 @@ def warm(n: int, tools: ToolSet | None = None, *, timeout: float = 30.0) -> int:
         del _spares[n:]
         missing = n - len(_spares)
     stop_processes(surplus, close=True)
+    started = _started(missing, roots, timeout)
+    with _lock:
+        _spares.extend(started)
+        if not _exit_hook:
+            import atexit
+
+            atexit.register(_stop_all)
+            _exit_hook.append(True)
+        return len(_spares)
+
+
+def _started(count: int, roots: list[dict[str, Any]], timeout: float) -> list[Process]:
+    """`count` new tool processes, ready (their `roots` imported) within `timeout`; on failure, none.
+
+    Raises:
+        AgentError: kind "tool" when one cannot start; whatever preparing them raised.
+    """
+    from .process import Process, stop_processes
+
     started: list[Process] = []
     try:
-        for _ in range(missing):
+        for _ in range(count):
             started.append(Process.start())
         deadline = time.monotonic() + timeout
         for proc in started:
@@ -74,14 +93,7 @@ def warm(n: int, tools: ToolSet | None = None, *, timeout: float = 30.0) -> int:
     except BaseException:
         stop_processes(started, close=True)
         raise
-    with _lock:
-        _spares.extend(started)
-        if not _exit_hook:
-            import atexit
-
-            atexit.register(_stop_all)
-            _exit_hook.append(True)
-        return len(_spares)
+    return started
 
 
 def _roots(tools: ToolSet | None) -> list[dict[str, Any]]:

@@ -192,9 +192,12 @@ def test_keyboard_interrupt_closes_history_and_reraises(srv: ModelServer, agents
 
 
 def test_superseded_send_applies_nothing(srv: ModelServer, agents: list[Agent]) -> None:
-    release = threading.Event()
+    """Until A's run was held inside its callback, B's cancel could cut A's request and end A
+    early, and B then wrote its input before C superseded it (a scheduling-dependent failure)."""
+    release, held = threading.Event(), threading.Event()
 
     def held_finish(result: Any) -> None:
+        held.set()
         release.wait(60)  # A's run cannot end before the test has started B and C
 
     srv.add("A", "C")
@@ -209,7 +212,7 @@ def test_superseded_send_applies_nothing(srv: ModelServer, agents: list[Agent]) 
 
     a = threading.Thread(target=send, args=("A",))
     a.start()
-    _wait_for(lambda: len(srv.requests) == 1, timeout=30)
+    _wait_for(held.is_set, timeout=30)
     running_a = agent.running
     b = threading.Thread(target=send, args=("B",), kwargs={"config": {"system": "from B"}})
     b.start()
