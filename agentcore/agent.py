@@ -99,6 +99,7 @@ class Agent:
         self._runs = Runs(self.id[:8])
         self._pool_box: list[Any] = []
         self._kept: Any = None  # loop.Kept: what one run keeps for the next (made at the first run)
+        self._closed = False
         self._finalizer = weakref.finalize(self, _close_pools, self._pool_box)
 
     # ------------------------------------------------------------ public attributes
@@ -240,6 +241,7 @@ class Agent:
     ) -> str:
         """Stop what is running, write a summary, append it as a compact message, return its text."""
         self._refuse_inside_run("compact")
+        self._refuse_closed("compact")
         from . import loop as _loop
 
         callbacks = dict(self._callbacks)
@@ -273,7 +275,8 @@ class Agent:
         return True
 
     def close(self) -> None:
-        """Stop what is running and kill the agent's idle tool processes."""
+        """Stop what is running and kill the agent's idle tool processes; it takes no more runs."""
+        self._closed = True
         self.stop()
         if not self._runs.inside():
             _close_pools(self._pool_box)
@@ -289,10 +292,12 @@ class Agent:
     def _prepare_send(self, input: Any, **kwargs: Any) -> tuple[Overrides, Message]:
         """Check everything a send was given; nothing is written when something is wrong."""
         self._refuse_inside_run("send")
+        self._refuse_closed("send")
         return prepare_send(self._config, input, **kwargs)
 
     def _prepare_resume(self, **kwargs: Any) -> Overrides:
         self._refuse_inside_run("resume")
+        self._refuse_closed("resume")
         return prepare_resume(self._config, self.history, **kwargs)
 
     def _run(
@@ -449,6 +454,10 @@ class Agent:
         if getattr(pool, "max_concurrency", limit) != limit:
             pool.max_concurrency = limit
         return pool
+
+    def _refuse_closed(self, what: str) -> None:
+        if self._closed:
+            raise AgentError(f"the agent is closed: {what}() needs a new Agent", kind="request")
 
     def _refuse_inside_run(self, what: str) -> None:
         if self._runs.inside():

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from ._utils import surrogates
 from ._utils.cancel import Signal, child
 from ._utils.threads import spawn
 from .events import Emitter, ToolScope, tool_scope
@@ -141,6 +142,9 @@ class Batch:
             self._fail(exc)
         except BaseException as exc:  # a bug in a callback path must still answer the call
             result = error_result(f"the tool call failed: {type(exc).__name__}: {exc}")
+        # Whatever produced it (a tool, an MCP server, a hook), it goes into history: text UTF-8
+        # cannot encode would fail every later request (API.md §Details "Text that cannot be encoded").
+        result = surrogates.replaced(result, f"the result of tool {call.name!r} (call {call.id})")
         with self._done:
             if self.results[index] is not None:
                 return

@@ -71,12 +71,15 @@ def unique_reply(
         return result
     if taken is None:
         taken = used_ids(history)
-    renamed: dict[str, list[str]] = {}  # wire id -> the ids its parts got, in reply order
+    # The id the server sent ("" when it sent none) -> the ids its parts got, in reply order: a
+    # missing or empty id is renamed like a taken one, and its calls follow their parts.
+    renamed: dict[str, list[str]] = {}
     parts = []
     for part in content:
         if _is_call(part):
+            wire = str(part.get("tool_call_id") or "")
             part = unique_part(part, taken, protocol=protocol)
-            renamed.setdefault(_wire_id(part), []).append(str(part["tool_call_id"]))
+            renamed.setdefault(wire, []).append(str(part["tool_call_id"]))
         parts.append(part)
     calls = [_renamed_call(call, renamed, taken) for call in result.tool_calls]
     return replace(result, message={**result.message, "content": parts}, tool_calls=calls)
@@ -108,13 +111,6 @@ def unique_part(part: Mapping[str, Any], taken: set[str], *, protocol: str) -> d
 
 def _is_call(part: Any) -> bool:
     return isinstance(part, dict) and part.get("type") == "tool-call"
-
-
-def _wire_id(part: Mapping[str, Any]) -> str:
-    meta = part.get("provider_metadata")
-    if isinstance(meta, dict) and "wire_id" in meta:
-        return str(meta["wire_id"])
-    return str(part.get("tool_call_id") or "")
 
 
 def _renamed_call(call: ToolCall, renamed: dict[str, list[str]], taken: set[str]) -> ToolCall:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ._utils.capabilities import DEFAULT_CAPABILITIES
 from ._utils.secrets import mask
-from .errors import KINDS, AgentError
+from .errors import KINDS, AgentError, ConfigTypeError
 
 # The wire protocols, here once: the adapters (protocols/), the CLI and the test server import it.
 PROTOCOLS = ("chat", "responses", "anthropic", "gemini")
@@ -105,6 +105,9 @@ _SECONDS = (
 _STRINGS = ("system", "no_tool_prompt")
 # scheme://host, then an optional port and path: what `requests` can reach.
 _CLOSE = 0.75  # difflib similarity for a "did you mean" (typos, not merely related words)
+# What the adapters append to the API root (API.md §Details "Wire").
+ENDPOINT_PATHS = ("/chat/completions", "/responses", "/messages")
+_GEMINI_ENDPOINT = re.compile(r"/models/[^/]+:(stream)?generateContent$", re.IGNORECASE)
 _BASE_URL = re.compile(r"^https?://(\[[0-9a-f:.]+\]|[^/\s?#:@\[\]]+)(:\d+)?([/?#]\S*)?$", re.IGNORECASE)
 
 
@@ -146,7 +149,7 @@ def resolve(overrides: Mapping[str, Any] | None) -> Config:
 def merge(base: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> Config:
     """Apply send-time overrides: capabilities/compact merge key by key, the rest replaces."""
     if overrides is not None and not isinstance(overrides, Mapping):
-        raise AgentError(f"config must be a dict, got {type(overrides).__name__}", kind="config")
+        raise ConfigTypeError(f"config must be a dict, got {type(overrides).__name__}")
     if not overrides and isinstance(base, Config) and base.checked:
         # An agent's own config, checked when it was made and never handed out (`agent.config`
         # is a copy): nothing in it can have changed, and each send would check it again. Its
@@ -229,11 +232,17 @@ def _check(key: str, value: Any) -> None:
 
 def check_sendable(config: Mapping[str, Any]) -> None:
     """What a send needs beyond valid values: a built-in protocol needs a server to talk to."""
-    if not is_adapter(config.get("model")) and not config.get("base_url"):
+    if is_adapter(config.get("model")):
+        return
+    if not config.get("base_url"):
         raise AgentError(
             "config base_url is empty: set it to the API root, e.g. https://api.openai.com/v1 "
             "or http://127.0.0.1:8080/v1",
             kind="config",
+        )
+    if not str(config.get("model") or "").strip():
+        raise AgentError(
+            "config model is empty: name the model to ask, e.g. {'model': 'gpt-4o-mini'}", kind="config"
         )
 
 
@@ -243,6 +252,43 @@ def _check_base_url(key: str, value: Any) -> None:
         _fail(key, value, "must be a string")
     if value and not _BASE_URL.match(value):
         _fail(key, value, "must be an http:// or https:// URL with a host, e.g. https://api.openai.com/v1")
+    problem = host_problem(value) if value else None
+    if problem is not None:
+        _fail(key, value, problem)
+    root = endpoint_root(value) if value else None
+    if root is not None:
+        _fail(key, value, f"ends with an endpoint path, which the library appends: use the API root {root!r}")
+
+
+def host_problem(base_url: str) -> str | None:
+    """Why the URL's host name can never be looked up (`a..b`: an empty label), or None."""
+    from urllib.parse import urlsplit
+
+    try:
+        host = urlsplit(base_url).hostname or ""
+    except ValueError as exc:
+        return f"is not a valid URL ({exc})"
+    if ":" in host or _encodes(host):  # an IPv6 literal, or a name DNS can carry
+        return None
+    return f"has a host name that is not valid ({host!r})"
+
+
+def _encodes(host: str) -> bool:
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        return False
+    return True
+
+
+def endpoint_root(base_url: str) -> str | None:
+    """The API root when `base_url` ends with an endpoint path (`…/v1/chat/completions`), else None."""
+    url = base_url.split("?", 1)[0].split("#", 1)[0].rstrip("/")
+    for suffix in ENDPOINT_PATHS:
+        if url.endswith(suffix):
+            return url[: -len(suffix)]
+    match = _GEMINI_ENDPOINT.search(url)
+    return url[: match.start()] if match else None
 
 
 def _check_api_key(key: str, value: Any) -> None:

@@ -85,3 +85,11 @@ def _rebuild(message: str, state: dict[str, Any]) -> AgentError:
     error = AgentError(message)
     error.__dict__.update(state)
     return error
+
+
+class ConfigTypeError(AgentError, TypeError):
+    """`config` that is not a mapping: kind "config" (API.md §Details "Names and shapes rejected
+    early"), and a TypeError like every wrong Python type given to `Agent()` (§Details "Validation")."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="config")

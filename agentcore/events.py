@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._utils import surrogates
 from ._utils.cancel import Signal, follow
 from ._utils.ids import random_hex
 from ._utils.memo import copied
@@ -168,6 +169,8 @@ class Emitter:
         self._lock = threading.RLock()
         self._ended = False
         self._reply_open = False
+        # Calls whose streamed output held text UTF-8 cannot encode (warned about once each).
+        self._unencodable: set[str] = set()
 
     # ------------------------------------------------------------ delivery
 
@@ -348,8 +351,18 @@ class Emitter:
                 )
 
     def tool_output(self, payload: dict[str, Any]) -> None:
+        if surrogates.count(payload.get("data")):
+            payload = {**payload, "data": self._encodable_output(payload)}
         self._callback("on_tool_output", payload)
         self.emit("tool_execution_update", dict(payload))
+
+    def _encodable_output(self, payload: dict[str, Any]) -> Any:
+        call_id = str(payload.get("tool_call_id"))
+        if call_id in self._unencodable:
+            return surrogates.fixed(payload["data"])
+        self._unencodable.add(call_id)
+        where = f"output streamed by tool {payload.get('tool_name')!r} (call {call_id})"
+        return surrogates.replaced(payload["data"], where)
 
     def tool_end(self, call: Any, result: dict[str, Any]) -> None:
         if self.callbacks.get("on_tool_result") is not None:

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import config as _config
+from ._utils import surrogates
 from ._utils.capabilities import media_kind
-from .errors import AgentError
+from .errors import AgentError, ConfigTypeError
 from .hooks import check_hooks
 from .tools.handlers import ToolSet
 from .tools.toolset import load
@@ -47,6 +48,7 @@ def user_message(input: Any, config: Mapping[str, Any]) -> Message:
     if isinstance(input, str):
         if not input.strip():
             raise AgentError("the input is empty", kind="request")
+        check_encodable(input, "the input")
         return user(input)
     if not isinstance(input, list):
         raise AgentError(
@@ -56,9 +58,22 @@ def user_message(input: Any, config: Mapping[str, Any]) -> Message:
         raise AgentError("the input is empty (no content parts)", kind="request")
     for index, part in enumerate(input):
         _check_part(index, part, config)
+        check_encodable(part, f"input part {index}")
     if not any(p.get("type") != "text" or str(p.get("text", "")).strip() for p in input):
         raise AgentError("the input is empty (only blank text parts)", kind="request")
     return user([dict(p) for p in input])
+
+
+def check_encodable(value: Any, what: str) -> None:
+    """Text UTF-8 cannot encode (a lone surrogate) would fail every request: refused here."""
+    problem = surrogates.first(value)
+    if problem is not None:
+        raise AgentError(
+            f"{what} holds {problem}, which UTF-8 cannot encode, so no model can be sent it "
+            "(os.listdir() gives such text for file names that are not UTF-8; "
+            "text.encode('utf-8', 'replace').decode() cleans it)",
+            kind="request",
+        )
 
 
 def _check_part(index: int, part: Any, config: Mapping[str, Any]) -> None:
@@ -96,7 +111,7 @@ def _check_part(index: int, part: Any, config: Mapping[str, Any]) -> None:
 def check_types(*, config: Any, callbacks: Any, history: Any, id: Any, tools: Any) -> None:
     """Wrong Python types given to `Agent()` raise TypeError (API.md §Details "Validation")."""
     if config is not None and not isinstance(config, Mapping):
-        raise TypeError(f"config must be a dict, got {type(config).__name__}")
+        raise ConfigTypeError(f"config must be a dict, got {type(config).__name__}")
     if callbacks is not None and not isinstance(callbacks, Mapping):
         raise TypeError(f"callbacks must be a dict, got {type(callbacks).__name__}")
     if history is not None and not isinstance(history, list):

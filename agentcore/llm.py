@@ -13,10 +13,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
+from ._utils import netfail, surrogates
 from ._utils.cancel import Signal, child
 from ._utils.memo import active, copied
 from ._utils.secrets import redact
@@ -34,6 +36,10 @@ __all__ = ["LLMResult", "ModelAdapter", "ToolCall", "chat", "complete"]
 EventCallback = Callable[[dict[str, Any]], None]
 _ERROR_BODY_LIMIT = 64 * 1024
 _SECRET_HEADER_WORDS = ("key", "auth", "token", "secret")
+# Where a reply can carry a lone surrogate: JSON's "\ud83d" escapes, and (json.loads decodes
+# bytes with surrogatepass) the UTF-8-style bytes ED A0..BF. A body with neither is not walked.
+_MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+_MAYBE_SURROGATE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 
 
 class ModelAdapter(Protocol):
@@ -192,15 +198,18 @@ def _custom(
     on_event: EventCallback | None,
     timeout: float | None,
 ) -> LLMResult:
+    where = _reply_where(request, "a custom adapter")
     payload = {
         "system": request.system,
         # Copies: the adapter may edit them in place, and the loop sends the originals again.
-        "messages": copied(request.messages),
+        "messages": _sendable(copied(request.messages), _request_where(request, "a custom adapter")),
         "tools": request.tools,
         "provider": request.provider,
         "output": request.output,
         "max_tokens": request.max_tokens,
     }
+    if on_event is not None:
+        on_event = _encodable_events(on_event)
     try:
         result = adapter.chat(payload, cancel=cancel, on_event=on_event, timeout=timeout)
     except AgentError:
@@ -213,7 +222,59 @@ def _custom(
         raise AgentError(
             f"a model adapter's chat() must return an LLMResult, got {type(result).__name__}", kind="unknown"
         )
-    return result
+    return _encodable_result(result, where)
+
+
+def _reply_where(request: Request, via: str) -> str:
+    return f"the reply of model {request.model or '(adapter)'!r} ({via})"
+
+
+def _request_where(request: Request, protocol: str) -> str:
+    return f"the request to model {request.model or '(adapter)'!r} ({protocol})"
+
+
+# A request holds such text only when its history did (loaded, or edited by hand).
+_SENT_AS = "sent as U+FFFD; history is not edited"
+
+
+def _sendable(messages: list[dict[str, Any]], where: str) -> list[dict[str, Any]]:
+    found = surrogates.count(messages)
+    if not found:
+        return messages
+    surrogates.warn(where, found, _SENT_AS)
+    return surrogates.fixed(messages)
+
+
+def _encodable_events(on_event: EventCallback) -> EventCallback:
+    def forward(event: dict[str, Any]) -> None:
+        on_event(surrogates.fixed(event))
+
+    return forward
+
+
+def _encodable_result(result: LLMResult, where: str) -> LLMResult:
+    """A custom adapter's result with text UTF-8 cannot encode replaced (U+FFFD) before history."""
+    found = surrogates.count([result.text, result.reasoning, result.message])
+    found += sum(surrogates.count([c.id, c.name, c.arguments, c.raw_arguments]) for c in result.tool_calls)
+    if not found:
+        return result
+    surrogates.replaced(result.message, where)  # the WARNING
+    return dataclasses.replace(
+        result,
+        text=surrogates.fixed(result.text),
+        reasoning=surrogates.fixed(result.reasoning),
+        tool_calls=[
+            ToolCall(
+                surrogates.fixed(c.id),
+                surrogates.fixed(c.name),
+                surrogates.fixed(c.arguments),
+                surrogates.fixed(c.raw_arguments),
+            )
+            for c in result.tool_calls
+        ],
+        message=surrogates.fixed(result.message),
+        raw=surrogates.fixed(result.raw),
+    )
 
 
 def _http_request(
@@ -230,7 +291,7 @@ def _http_request(
     timeout, idle_timeout = timeouts
     adapter = get_adapter(protocol)
     wire = adapter.build(request)
-    body = encoded_body(wire.body, active())
+    body = _encoded(wire.body, _request_where(request, protocol))
     headers = {"Content-Type": "application/json", **wire.headers}
     if request.stream:
         headers.setdefault("Accept", "text/event-stream")
@@ -245,8 +306,59 @@ def _http_request(
             first = _first_chunk(chunks)
             chunks = _prepend(first, chunks)
             if not _is_json(response, first):
-                return _read_stream(call, response, chunks, adapter.stream(request), on_event, secrets)
-        return _read_json(response, chunks, adapter, request, on_event, secrets)
+                parser = _Encodable(adapter.stream(request), _reply_where(request, protocol))
+                return _read_stream(call, response, chunks, parser, on_event, secrets)
+        return _read_json(response, chunks, adapter, request, on_event, secrets, protocol)
+
+
+def _encoded(body: Any, where: str) -> bytes:
+    """The UTF-8 body. A lone surrogate (a loaded or hand-edited history) goes out as U+FFFD."""
+    try:
+        return encoded_body(body, active())
+    except UnicodeEncodeError:
+        # Nothing kept is changed by a failed encoding: the kept text only ever holds valid UTF-8.
+        text, found = surrogates.sub_text(json.dumps(body, ensure_ascii=False, separators=(",", ":")))
+        surrogates.warn(where, found, _SENT_AS)
+        return text.encode("utf-8")
+
+
+class _Encodable:
+    """A stream parser fed events whose JSON has its lone surrogates replaced (one WARNING per reply)."""
+
+    def __init__(self, parser: StreamParser, where: str) -> None:
+        self.parser = parser
+        self.where = where
+        self.found = 0
+
+    @property
+    def done(self) -> bool:
+        return self.parser.done
+
+    @done.setter
+    def done(self, value: bool) -> None:
+        self.parser.done = value
+
+    def feed(self, event: Any) -> list[dict[str, Any]]:
+        if _MAYBE_SURROGATE.search(event.data):
+            event = self._cleaned(event)
+        return self.parser.feed(event)
+
+    def _cleaned(self, event: Any) -> Any:
+        try:
+            value = json.loads(event.data)
+        except ValueError:
+            return event  # the parser reports what it cannot read
+        found = surrogates.count(value)
+        if not found:
+            return event
+        self.found += found
+        fixed = json.dumps(surrogates.fixed(value), ensure_ascii=False)
+        return dataclasses.replace(event, data=fixed)
+
+    def result(self) -> LLMResult:
+        if self.found:
+            surrogates.warn(self.where, self.found)
+        return self.parser.result()
 
 
 def _first_chunk(chunks: Iterator[bytes]) -> bytes:
@@ -278,22 +390,20 @@ def _post(
     try:
         return call.post(url, body, headers, timeout)
     except requests.exceptions.Timeout as exc:
-        raise _transport_error(call, exc, "timeout", secrets) from exc
+        raise _transport_error(call, exc, "timeout", secrets, url) from exc
     except (requests.exceptions.RequestException, OSError) as exc:
-        raise _transport_error(call, exc, "network", secrets) from exc
+        raise _transport_error(call, exc, "network", secrets, url) from exc
 
 
-def _transport_error(call: Any, exc: BaseException, kind: str, secrets: list[str]) -> AgentError:
+def _transport_error(call: Any, exc: BaseException, kind: str, secrets: list[str], url: str) -> AgentError:
     if call.aborted:
         return AgentError("the request was cancelled", kind="aborted", cause=exc)
     if call.idle_expired:
         return _idle_error(call.idle_s, exc)
     if kind == "network" and _is_timeout(exc):
         kind = "timeout"
-    what = "timed out" if kind == "timeout" else "failed"
-    return AgentError(
-        redact(f"the request {what}: {type(exc).__name__}: {exc}", secrets), kind=kind, cause=exc
-    )
+    # One line naming the address and the cause; the wrapped urllib3 errors stay in `cause`.
+    return AgentError(redact(netfail.describe(exc, url), secrets), kind=kind, cause=exc)
 
 
 def _is_timeout(exc: BaseException) -> bool:
@@ -318,10 +428,13 @@ def _status_error(adapter: Any, response: Any, secrets: list[str]) -> AgentError
     text = _read_limited(response)
     message, overflow = adapter.error(status, text)
     message = redact(message or response.reason or f"HTTP {status}", secrets)
+    # `x-should-retry: false` (OpenAI's servers and SDKs use it): the server says retrying is futile.
+    final = str(response.headers.get("x-should-retry", "")).strip().lower() == "false"
     return AgentError(
         f"HTTP {status}: {message}",
         kind=kind_for_status(status),
         status=status,
+        retryable=False if final else None,
         body=redact(text, secrets),
         overflow=overflow,
         retry_after=parse_retry_after(dict(response.headers)),
@@ -343,11 +456,14 @@ def _read_json(
     request: Request,
     on_event: EventCallback | None,
     secrets: list[str],
+    protocol: str,
 ) -> LLMResult:
     data = b"".join(chunks)
     status = int(response.status_code)
     try:
         body = json.loads(data)
+        if _MAYBE_SURROGATE_BYTES.search(data):
+            body = surrogates.replaced(body, _reply_where(request, protocol))
     except ValueError as exc:
         snippet = redact(data[:200].decode("utf-8", errors="replace"), secrets)
         raise _unreadable(f"a body that is not JSON: {snippet!r}", status, data, secrets, exc) from exc
@@ -434,7 +550,7 @@ def _guarded_chunks(
             break
         except Exception as exc:
             kind = "timeout" if _is_timeout(exc) else "network"
-            raise _transport_error(call, exc, kind, secrets) from exc
+            raise _transport_error(call, exc, kind, secrets, str(getattr(response, "url", ""))) from exc
         yield chunk
     if call.idle_expired and not call.aborted:
         # The cut by the idle watch may read as a clean end of a close-delimited body.

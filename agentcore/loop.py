@@ -115,7 +115,7 @@ class _Partial:
             arguments = event.get("input")
             self.calls.append(
                 tool_call_part(
-                    str(event.get("tool_call_id")),
+                    str(event.get("tool_call_id") or ""),  # none sent: unique_part gives one
                     str(event.get("tool_name")),
                     arguments if isinstance(arguments, dict) else {},
                 )

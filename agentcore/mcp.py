@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import re
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
+from ._utils import surrogates
 from .errors import AgentError
 from .tools.handlers import ToolSet
 from .tools.toolset import adopt
@@ -37,6 +40,7 @@ _CLOSE_GRACE_S = 10.0
 _PROBE_S = 1.0
 
 Transport = Callable[[contextlib.AsyncExitStack], Any]
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def connect(
@@ -156,6 +160,8 @@ class MCPTools:
         if self._failure is not None:
             self._thread.join(_CLOSE_GRACE_S)
             cause = self._failure
+            if isinstance(cause, AgentError) and cause.kind == "config":  # a tool name we refuse
+                raise AgentError(f"MCP server {self.name!r}: {cause.message}", kind="config") from cause
             raise AgentError(
                 f"could not connect to MCP server {self.name!r}: {_describe(cause)}", kind="network"
             ) from cause
@@ -186,6 +192,7 @@ class MCPTools:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await self._transport(stack)
+                read = _EncodableReads(read, self._sdk, lambda: self.name)
                 client = self._sdk.ClientSession(read, write, message_handler=self._on_message)
                 session = await stack.enter_async_context(client)
                 info = _wire(await session.initialize())
@@ -249,16 +256,17 @@ class MCPTools:
             if cancel.is_set():
                 future.cancel()  # cancels the task; the server is told (notifications/cancelled)
                 return _error(f"The call to MCP server {self.name!r} was cancelled.")
-        return self._outcome(future)
+        return self._outcome(future, name)
 
-    def _outcome(self, future: Future[dict[str, Any]]) -> Any:
+    def _outcome(self, future: Future[dict[str, Any]], name: str) -> Any:
         try:
             result = future.result()
         except BaseException as exc:  # everything the SDK or a dying server throws is a tool error
             if self._dead is not None:
                 return self._failed(f"stopped: {self._dead}")
             return self._failed(f"failed: {_describe(exc)}")
-        return mcp_result(result)
+        where = f"the result of tool {name!r} of MCP server {self.name!r}"
+        return mcp_result(surrogates.replaced(result, where))
 
     def _failed(self, what: str) -> dict[str, Any]:
         return _error(f"MCP server {self.name!r} {what}")
@@ -386,6 +394,86 @@ def _part(item: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- transports and the SDK
+
+
+class _EncodableReads:
+    """A transport's read stream, with the messages the SDK refused only for a lone surrogate
+    parsed again with U+FFFD in its place.
+
+    JSON may escape half of a surrogate pair (`"\\udcff"`: Python's json.dumps of an os.listdir()
+    name, JavaScript's JSON.stringify of a string cut inside an emoji). The SDK's parser rejects
+    such a line, and the call it answers would wait for its timeout.
+    """
+
+    def __init__(self, stream: Any, sdk: Any, server: Callable[[], str]) -> None:
+        self._stream = stream
+        self._sdk = sdk
+        self._server = server
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)  # e.g. the SDK's `last_context`
+
+    async def receive(self) -> Any:
+        return self._salvaged(await self._stream.receive())
+
+    def __aiter__(self) -> _EncodableReads:
+        return self
+
+    async def __anext__(self) -> Any:
+        return self._salvaged(await self._stream.__anext__())
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> _EncodableReads:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._stream.__aexit__(*exc)
+
+    def _salvaged(self, item: Any) -> Any:
+        line = _refused_json(item)
+        if line is None or not _SURROGATE_ESCAPE.search(line):
+            return item
+        try:
+            value = json.loads(line)
+        except ValueError:
+            return item
+        found = surrogates.count(value)
+        if not found:
+            return item
+        try:
+            message = _parse_message(self._sdk, json.dumps(surrogates.fixed(value)))
+        except Exception:
+            return item  # refused for another reason too: the SDK's error stands
+        surrogates.warn(f"a message from MCP server {self._server()!r}", found)
+        from mcp.shared.message import SessionMessage
+
+        return SessionMessage(message)
+
+
+def _refused_json(item: Any) -> str | None:
+    """The JSON text a transport could not parse, when `item` is the parser's error."""
+    errors = getattr(item, "errors", None)
+    if not isinstance(item, Exception) or not callable(errors):
+        return None
+    try:
+        details = errors()
+    except Exception:
+        return None
+    for detail in details:
+        if detail.get("type") == "json_invalid" and isinstance(detail.get("input"), (str, bytes)):
+            text = detail["input"]
+            return text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+    return None
+
+
+def _parse_message(sdk: Any, text: str) -> Any:
+    adapter = getattr(sdk.types, "jsonrpc_message_adapter", None)
+    if adapter is not None:  # mcp 2.x
+        return adapter.validate_json(text, by_name=False)
+    return sdk.types.JSONRPCMessage.model_validate_json(text)  # mcp 1.x
 
 
 def _stdio(sdk: Any, command: list[str], env: dict[str, str] | None) -> Transport:

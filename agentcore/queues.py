@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from .errors import AgentError
-from .inputs import user_message
+from .inputs import check_encodable, user_message
 
 Queue = Literal["steer", "follow_up"]
 MODES = ("one-at-a-time", "all")
@@ -33,6 +33,7 @@ def queued_entry(message: Any, config: Mapping[str, Any]) -> dict[str, Any]:
             )
         entry = copy.deepcopy(dict(message))
         entry["content"] = user_message(entry.get("content"), config)["content"]
+        check_encodable(entry, "the queued message")
         return entry
     return user_message(message, config)
 

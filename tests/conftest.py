@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from agentcore import Agent
+from agentcore._utils import tokens
 from agentcore.testing import ModelServer
 
 
@@ -41,6 +42,16 @@ FAST_RETRY = {"retry_base_delay": 0.01, "retry_max_delay": 0.05}
 _THREAD_GRACE_S = 2.0
 
 MakeAgent = Callable[..., Agent]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_token_estimates() -> Iterator[None]:
+    """Each test starts with nothing learned. The learned token ratios and context limits are
+    process-wide, keyed by (protocol, base_url, model), and a port is reused by a later test's
+    server: what one test's scripted usage taught would change when another test compacts."""
+    tokens.ratios.clear()
+    tokens.limits.clear()
+    yield
 
 
 @pytest.fixture

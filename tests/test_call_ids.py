@@ -186,6 +186,198 @@ def test_missing_and_empty_ids_get_fresh_ones(server: ModelServer, make_agent: M
     assert_each_result_paired_with_its_call("chat", server.requests[1], expected_calls=1)
 
 
+# Two calls of `add` (1 + 2 and 3 + 4) as each vendor writes them, with the call id left out or
+# empty: hand-written wire replies (JSON and SSE), not what our ModelServer would generate.
+ADDS = [{"a": 1, "b": 2}, {"a": 3, "b": 4}]
+
+
+def _id(mode: str, key: str = "id") -> dict[str, Any]:
+    return {} if mode == "missing" else {key: ""}
+
+
+def _sse(events: list[tuple[str | None, dict[str, Any] | str]]) -> list[str]:
+    chunks = []
+    for event, data in events:
+        text = data if isinstance(data, str) else json.dumps(data)
+        chunks.append((f"event: {event}\n" if event else "") + f"data: {text}\n\n")
+    return chunks
+
+
+def _chat_reply(mode: str, stream: bool) -> dict[str, Any]:
+    calls = [
+        {**_id(mode), "type": "function", "function": {"name": "add", "arguments": json.dumps(args)}}
+        for args in ADDS
+    ]
+    if not stream:
+        message = {"role": "assistant", "content": None, "tool_calls": calls}
+        choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+        usage = {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}
+        return {"body": {"id": "r1", "object": "chat.completion", "choices": [choice], "usage": usage}}
+    deltas = [
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": i, **call}]}}]}
+        for i, call in enumerate(calls)
+    ]
+    end = {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
+    return {"chunks": _sse([(None, d) for d in [*deltas, end]] + [(None, "[DONE]")])}
+
+
+def _responses_reply(mode: str, stream: bool) -> dict[str, Any]:
+    items = [
+        {
+            "type": "function_call",
+            "id": f"fc_{i}",
+            **_id(mode, "call_id"),
+            "name": "add",
+            "arguments": json.dumps(args),
+            "status": "completed",
+        }
+        for i, args in enumerate(ADDS)
+    ]
+    usage = {"input_tokens": 5, "output_tokens": 5, "total_tokens": 10}
+    response = {"id": "resp_1", "object": "response", "status": "completed", "output": items, "usage": usage}
+    if not stream:
+        return {"body": response}
+    events: list[tuple[str | None, dict[str, Any] | str]] = [
+        (
+            "response.created",
+            {"type": "response.created", "response": {**response, "output": [], "status": "in_progress"}},
+        )
+    ]
+    for i, item in enumerate(items):
+        events += [
+            (
+                "response.output_item.added",
+                {"type": "response.output_item.added", "output_index": i, "item": {**item, "arguments": ""}},
+            ),
+            (
+                "response.function_call_arguments.delta",
+                {
+                    "type": "response.function_call_arguments.delta",
+                    "item_id": item["id"],
+                    "output_index": i,
+                    "delta": item["arguments"],
+                },
+            ),
+            (
+                "response.output_item.done",
+                {"type": "response.output_item.done", "output_index": i, "item": item},
+            ),
+        ]
+    events.append(("response.completed", {"type": "response.completed", "response": response}))
+    return {"chunks": _sse(events)}
+
+
+def _anthropic_reply(mode: str, stream: bool) -> dict[str, Any]:
+    blocks = [{"type": "tool_use", **_id(mode), "name": "add", "input": args} for args in ADDS]
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "m",
+        "content": blocks,
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 5, "output_tokens": 5},
+    }
+    if not stream:
+        return {"body": message}
+    events: list[tuple[str | None, dict[str, Any] | str]] = [
+        (
+            "message_start",
+            {"type": "message_start", "message": {**message, "content": [], "stop_reason": None}},
+        )
+    ]
+    for i, block in enumerate(blocks):
+        events += [
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": i, "content_block": {**block, "input": {}}},
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": i,
+                    "delta": {"type": "input_json_delta", "partial_json": json.dumps(block["input"])},
+                },
+            ),
+            ("content_block_stop", {"type": "content_block_stop", "index": i}),
+        ]
+    events += [
+        (
+            "message_delta",
+            {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 5}},
+        ),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+    return {"chunks": _sse(events)}
+
+
+def _gemini_reply(mode: str, stream: bool) -> dict[str, Any]:
+    parts = [{"functionCall": {"name": "add", "args": args, **_id(mode)}} for args in ADDS]
+    body = {
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 5, "totalTokenCount": 10},
+    }
+    return {"chunks": _sse([(None, body)])} if stream else {"body": body}
+
+
+REPLIES_WITHOUT_IDS = {
+    "chat": _chat_reply,
+    "responses": _responses_reply,
+    "anthropic": _anthropic_reply,
+    "gemini": _gemini_reply,
+}
+
+
+@pytest.mark.parametrize("mode", ["missing", "empty"])
+@pytest.mark.parametrize("stream", [True, False], ids=["sse", "json"])
+def test_calls_with_no_id_or_an_empty_id_each_get_their_own_result(
+    protocol: str, stream: bool, mode: str, server: ModelServer, make_agent: MakeAgent
+) -> None:
+    """Before: an Anthropic reply whose `tool_use` ids were empty or missing gave each call a
+    fresh id in history and each result another one — results that answer no call, a history
+    every later request sent invalid."""
+    item = REPLIES_WITHOUT_IDS[protocol](mode, stream)
+    server.add({**item, "content_type": "text/event-stream" if stream else "application/json"}, "done")
+    agent = make_agent(server, tools=[add], protocol=protocol, stream=stream, no_tool_rounds=1)
+    assert agent.send("add both").text == "done"
+    assert_history_ids_unique(agent.history)
+    calls = [p for p in agent.history[1]["content"] if p["type"] == "tool-call"]
+    assert [c["input"] for c in calls] == ADDS
+    results = agent.history[2]["content"]
+    assert [r["tool_call_id"] for r in results] == [c["tool_call_id"] for c in calls]
+    assert [r["output"]["value"] for r in results] == [3, 7]
+    assert_each_result_paired_with_its_call(protocol, server.requests[1], expected_calls=2)
+
+
+class _StreamsCallsWithoutIds:
+    """A custom model adapter: streams text and two complete calls with no id, then waits for a stop."""
+
+    def chat(self, request: dict[str, Any], *, cancel: Any, on_event: Any, timeout: Any) -> Any:
+        on_event({"type": "text-delta", "text": "adding"})
+        for args in ADDS:
+            on_event({"type": "tool-call", "tool_name": "add", "input": args})
+        cancel.wait(60)
+        raise AgentError("the request was cancelled", kind="aborted")
+
+
+def test_calls_without_an_id_cut_by_stop_mid_stream_get_one_each() -> None:
+    """The partial-reply path: complete calls whose stream events carried no id (before: "None",
+    which a second such call then replaced)."""
+    agent = Agent(config={"model": _StreamsCallsWithoutIds()}, tools=[add])
+
+    def stop_after_the_calls(event: dict[str, Any]) -> None:
+        if event["type"] == "tool-call" and event["input"] == ADDS[-1]:
+            agent.stop()
+
+    with agent, pytest.raises(AgentError) as raised:
+        agent.send("add", callbacks={"on_llm_event": stop_after_the_calls})
+    assert raised.value.kind == "aborted"
+    ids = history_call_ids(agent.history)
+    assert len(ids) == 2 and "None" not in ids, ids
+    assert_history_ids_unique(agent.history)
+
+
 def _gemini_body_without_ids() -> dict[str, Any]:
     """A Gemini-compatible reply with no `responseId` and no call id: only the call itself."""
     call = {"functionCall": {"name": "add", "args": {"a": 1, "b": 2}}}

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import configparser
 import importlib
+import io
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -271,7 +273,7 @@ def test_demo_shows_a_tool_call_and_streamed_text_without_any_endpoint(chat: Any
     term.say("count these four words")
     term.expect('[tool] word_count {"text": "count these four words"}')
     term.expect("[tool] word_count returned 4")
-    term.expect("Your message has 4 words.")
+    term.expect("word_count returned 4.")
     term.prompt()
     term.say("tell me a story")
     term.expect("Once upon a time")
@@ -345,7 +347,7 @@ def test_piped_chat_keeps_the_reply_on_stdout_and_tool_activity_on_stderr(
     server.add({"tool_calls": [{"name": "shout", "arguments": {"text": "hi"}}]}, "All done.")
     done = run_cli("chat", *endpoint(server), "--tools", str(tools_dir), stdin="shout hi\n")
     assert done.returncode == 0, done.stderr
-    assert "All done." in done.stdout and "[tool]" not in done.stdout
+    assert done.stdout == "All done.\n"  # no prompt, no echo: stdin is not a terminal
     assert '[tool] shout {"text": "hi"}' in done.stderr and "[tool] shout returned HI" in done.stderr
     assert "All done." not in done.stderr
 
@@ -361,9 +363,10 @@ def test_run_prints_the_final_text_and_exits_0(server: ModelServer) -> None:
 
 
 def test_run_exits_0_for_no_tool(server: ModelServer, tools_dir: Path) -> None:
+    """Each reply streams to stdout on its own line: the two the no-tool reminder asked for too."""
     server.add("one", "two", "three")
     done = run_cli("run", *endpoint(server), "--tools", str(tools_dir), "talk")
-    assert (done.returncode, done.stdout) == (0, "three\n"), done.stderr
+    assert (done.returncode, done.stdout) == (0, "one\ntwo\nthree\n"), done.stderr
     assert len(server.requests) == 3
 
 
@@ -372,6 +375,10 @@ def test_run_exits_3_at_the_step_limit(server: ModelServer, tools_dir: Path) -> 
     done = run_cli("run", *endpoint(server), "--tools", str(tools_dir), "--max-steps", "1", "shout")
     assert (done.returncode, done.stdout) == (3, "Shouting.\n"), done.stderr
     assert "[tool] shout returned A" in done.stderr
+    # Why it stopped, on stderr (before: a silent exit 3).
+    assert done.stderr.splitlines()[-1] == (
+        "[stopped at the step limit: 1 model reply (--max-steps); the task may be unfinished]"
+    )
 
 
 def test_run_exits_1_with_the_error_kind_and_message_on_stderr(server: ModelServer) -> None:
@@ -387,7 +394,8 @@ def test_run_stopped_by_ctrl_c_exits_130_and_leaves_a_valid_stored_history(
     server: ModelServer, tmp_path: Path, tools_dir: Path
 ) -> None:
     """Ctrl-C while the second reply streams: the first round is stored whole, and whatever part
-    of the second reply had arrived by then is stored as an assistant entry of its own."""
+    of the second reply had arrived by then is stored as an assistant entry of its own. `run`
+    streams: the text that arrived before Ctrl-C stays on stdout (before: nothing was printed)."""
     arrived = threading.Event()
 
     def stall(_request: Any) -> dict[str, Any]:
@@ -406,16 +414,22 @@ def test_run_stopped_by_ctrl_c_exits_130_and_leaves_a_valid_stored_history(
     )
     try:
         assert arrived.wait(TIMEOUT_S)
+        assert child.stdout is not None
+        first = child.stdout.read(4)  # the reply streams: its first piece is on stdout already
         child.send_signal(signal.SIGINT)
         out, err = child.communicate(timeout=TIMEOUT_S)
     finally:
         child.kill()
-    assert (child.returncode, out) == (130, ""), err
-    assert "[interrupted]" in err
+    out = first + out
+    assert child.returncode == 130, err
+    kept = out.rstrip("\n")
+    assert len(kept) >= 4 and STALLED["text"].startswith(kept), out  # what arrived is kept
+    assert err.splitlines()[-1] == "[interrupted]"
     stored = SQLiteStore(tmp_path / "chats.db").load("me")
     assert [m["role"] for m in stored[:3]] == ["user", "assistant", "tool"]
     assert stored[2]["content"][0]["output"] == {"type": "text", "value": "A"}
-    assert [m["role"] for m in stored[3:]] in ([], ["assistant"])
+    assert [m["role"] for m in stored[3:]] == ["assistant"]
+    assert stored[3]["content"][0]["text"].startswith(kept)
 
 
 def test_retries_and_library_warnings_are_shown_on_stderr(server: ModelServer, tools_dir: Path) -> None:
@@ -438,7 +452,9 @@ def test_retries_and_library_warnings_are_shown_on_stderr(server: ModelServer, t
 
 def test_run_demo_needs_no_endpoint() -> None:
     done = run_cli("run", "--demo", "count the words of this sentence")
-    assert (done.returncode, done.stdout) == (0, "Your message has 6 words.\n"), done.stderr
+    assert (done.returncode, done.stdout) == (0, "Let me use word_count.\nword_count returned 6.\n"), (
+        done.stderr
+    )
     assert "[tool] word_count returned 6" in done.stderr
 
 
@@ -473,6 +489,208 @@ def test_environment_gives_the_endpoint_and_the_key(server: ModelServer) -> None
     assert done.returncode == 0, done.stderr
     assert server.log[1].path.endswith("/messages")
     assert server.log[1].headers["x-api-key"] == "ak-mine"
+
+
+# ------------------------------------------------------------ when things go wrong
+
+
+def _closed_port() -> int:
+    """A port of 127.0.0.1 where nothing listens (bound, then closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_nothing_listening_fails_with_one_line_naming_the_address() -> None:
+    """Before: retried at 5, 10, 20, 40 s… for ever, each time with three lines naming
+    TrackedHTTPPool and urllib3's connection classes."""
+    port = _closed_port()
+    for command in (["run", "hi"], ["chat"]):
+        done = run_cli(
+            *command,
+            "--base-url",
+            f"http://127.0.0.1:{port}/v1",
+            "--model",
+            "m",
+            "--retry-for",
+            "0",
+            stdin="hi\n",
+        )
+        line = f"error (network): cannot connect to 127.0.0.1:{port}: connection refused"
+        if command[0] == "run":
+            assert (done.returncode, done.stdout, done.stderr) == (1, "", line + "\n")
+        else:
+            assert done.returncode == 0 and done.stderr == line + "\n"  # the REPL goes on to EOF
+
+
+def test_retries_are_bounded_by_retry_for() -> None:
+    """A server that keeps failing: retried while --retry-for lasts, then one error line, status 1."""
+    failing = {"status": 503, "error": "still down", "headers": {"retry-after-ms": "100"}}
+    with ModelServer(default=failing) as down:
+        done = run_cli("run", *endpoint(down), "--retry-for", "1", "hi")
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.splitlines()[-1] == "error (server): HTTP 503: still down"
+        assert len(down.requests) >= 2  # retried, with the waits the server asked for
+        before = len(down.requests)
+        once = run_cli("run", *endpoint(down), "--retry-for", "0", "hi")
+        assert (once.returncode, once.stderr) == (1, "error (server): HTTP 503: still down\n")
+        assert len(down.requests) == before + 1
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "says"),
+    [
+        ("--base-url", "127.0.0.1:8080", "expected the API root as an http(s) URL"),
+        (
+            "--base-url",
+            "http://127.0.0.1:8080/v1/chat/completions",
+            "use the API root 'http://127.0.0.1:8080/v1'",
+        ),
+        ("--base-url", "http://127.0.0.1:port/v1", "the port is not a number"),
+        ("--base-url", "http://a..b/v1", "host name that is not valid"),
+        ("--retry-for", "-1", "must be a number of seconds, 0 or more"),
+        ("--retry-for", "soon", "is not a number of seconds"),
+        ("--tools", "/nonexistent/tools", "not a folder"),
+    ],
+)
+def test_a_malformed_flag_value_is_a_usage_error(flag: str, value: str, says: str) -> None:
+    base = [] if flag == "--base-url" else ["--base-url", "http://127.0.0.1:9/v1"]
+    for command in (
+        ["run", *base, "--model", "m", flag, value, "task"],
+        ["chat", *base, "--model", "m", flag, value],
+    ):
+        done = run_cli(*command)
+        assert done.returncode == 2 and says in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_version_prints_the_version() -> None:
+    import agentcore
+
+    done = run_cli("--version")
+    assert (done.returncode, done.stdout) == (0, f"agentcore {agentcore.__version__}\n")
+
+
+def test_run_reads_the_task_from_stdin(server: ModelServer) -> None:
+    server.add("From a dash.", "From a pipe.")
+    done = run_cli("run", *endpoint(server), "-", stdin="summarise this\nplease\n")
+    assert (done.returncode, done.stdout) == (0, "From a dash.\n"), done.stderr
+    assert server.requests[0]["messages"][-1]["content"] == "summarise this\nplease"
+    done = run_cli("run", *endpoint(server), stdin="piped task\n")
+    assert (done.returncode, done.stdout) == (0, "From a pipe.\n"), done.stderr
+    assert server.requests[1]["messages"][-1]["content"] == "piped task"
+    empty = run_cli("run", *endpoint(server), "-", stdin="")
+    assert empty.returncode == 2 and "the task read from stdin is empty" in empty.stderr
+
+
+def test_run_without_a_task_at_a_terminal_is_a_usage_error(server: ModelServer) -> None:
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "agentcore", "run", *endpoint(server)],
+        env=cli_env(),
+        encoding="utf-8",
+        timeout=TIMEOUT_S,
+        cwd=str(ROOT),
+    )
+    child.expect_exact("run needs a task")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 2 and server.requests == []
+
+
+def test_run_streams_the_reply_as_it_arrives(server: ModelServer) -> None:
+    """Before: nothing until the end. The first pieces are on stdout while the server holds the rest."""
+    server.add({"text": "Pieces arrive one by one.", "chunk_size": 6, "stall_after": 3})  # role + 2 pieces
+    child = subprocess.Popen(
+        [sys.executable, "-m", "agentcore", "run", *endpoint(server), "go"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.read(12) == "Pieces arriv"  # two chunks, and the reply is not over
+        assert child.poll() is None
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=TIMEOUT_S)
+    finally:
+        child.kill()
+    assert child.returncode == 130 and out == "\n" and err.endswith("[interrupted]\n"), (out, err)
+
+
+def test_a_session_resumed_with_one_message_says_1_message(
+    tmp_path: Path, chat: Any, server: ModelServer
+) -> None:
+    store = SQLiteStore(tmp_path / "chats.db")
+    store.append("me", [{"role": "user", "content": "hello"}], expected_length=0)
+    store.close()
+    done = run_cli("chat", *endpoint(server), "--session", f"{tmp_path / 'chats.db'}:me", stdin="")
+    assert done.returncode == 0
+    assert f"[resumed {tmp_path / 'chats.db'}:me: 1 message; /history shows them]" in done.stderr
+
+
+def test_two_terminals_on_one_session_take_turns_without_a_conflict(
+    server: ModelServer, chat: Any, tmp_path: Path
+) -> None:
+    """Before: the second terminal's next message failed with `conflict` ("agent.reload()
+    fetches its entries"), again at every message. Now each message goes on from the store."""
+    session = f"{tmp_path / 'chats.db'}:shared"
+    server.add("First answer.", "Second answer.", "Third answer.")
+    first = chat(*endpoint(server), "--session", session)
+    second = chat(*endpoint(server), "--session", session)
+    first.prompt()
+    second.prompt()
+    first.say("one")
+    first.expect("First answer.")
+    first.prompt()
+    second.say("two")
+    assert "conflict" not in second.expect("Second answer.")
+    second.prompt()
+    first.say("three")
+    assert "conflict" not in first.expect("Third answer.")
+    first.prompt()
+    sent = [m["content"] for m in server.requests[-1]["messages"]]
+    assert sent == ["one", "First answer.", "two", "Second answer.", "three"]
+    second.say("/history")
+    lines = second.prompt().splitlines()
+    assert lines == [
+        "user: one",
+        "assistant: First answer.",
+        "user: two",
+        "assistant: Second answer.",
+        "user: three",
+        "assistant: Third answer.",
+    ]
+    for term in (first, second):
+        term.child.sendeof()
+        assert term.exit_status() == 0
+
+
+def test_a_reply_cut_short_by_another_process_reloads_and_says_so(tmp_path: Path) -> None:
+    """Two replies on one session at the same moment (until runs hold the session's lease): the
+    one whose write comes second is reported, and its conversation reloaded — never `conflict`."""
+    from agentcore import Agent
+    from agentcore.cli.display import Display
+    from agentcore.cli.sync import send
+
+    path = tmp_path / "chats.db"
+    other = SQLiteStore(path)
+
+    def another_process_writes(_request: Any) -> str:
+        other.append("s", [{"role": "user", "content": "from elsewhere"}], expected_length=1)
+        return "This reply loses the race."
+
+    err = io.StringIO()
+    with ModelServer([another_process_writes, "Goes on."]) as server, SQLiteStore(path) as store:
+        config = {"base_url": server.base_url, "model": "m", "no_tool_rounds": 1}
+        with Agent(config, session=store.session("s")) as agent:
+            display = Display(io.StringIO(), err, stream_text=False)
+            assert send(agent, "first", display) is None
+            assert "another process wrote to this session during this reply" in err.getvalue()
+            assert [m["content"] for m in agent.history] == ["first", "from elsewhere"]
+            assert send(agent, "next", display).text == "Goes on."  # type: ignore[union-attr]
+    other.close()
 
 
 # ------------------------------------------------------------ packaging

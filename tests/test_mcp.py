@@ -5,6 +5,7 @@ Every test runs over stdio (a subprocess) and streamable HTTP (uvicorn on 127.0.
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -224,6 +225,55 @@ def test_bad_arguments_are_config_errors(kwargs: dict[str, Any]) -> None:
     with pytest.raises(AgentError) as caught:
         mcp.connect(**kwargs)
     assert caught.value.kind == "config"
+
+
+# ---------------------------------------------------------------- text that cannot be encoded
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "agentcore" and r.levelno == logging.WARNING]
+
+
+def test_a_result_with_lone_surrogate_escapes_becomes_u_fffd(
+    caplog: pytest.LogCaptureFixture, server: ModelServer, make_agent: Any
+) -> None:
+    """API.md §Details "Text that cannot be encoded". The server writes its JSON with non-ASCII as
+    `\\uXXXX` escapes, so an os.listdir() name crosses the wire as `"\\udcff"`. Before: the SDK's
+    parser refused the line and the call waited for its timeout; now the result arrives at once,
+    with U+FFFD, and a WARNING names the server."""
+    command = [sys.executable, str(SERVER), "stdio-ascii", NAME]
+    with mcp.connect(command=command, timeout=WAIT_S) as conn, caplog.at_level(logging.WARNING, "agentcore"):
+        assert tools.execute("listing", {}, conn.tools)["output"] == {
+            "type": "text",
+            "value": "report-\ufffd.txt",
+        }
+        structured = tools.execute("listing_json", {}, conn.tools)["output"]
+        assert structured == {"type": "json", "value": {"names": ["caf\ufffd", "ok.txt"]}}
+        assert any(f"a message from MCP server {NAME!r}" in w and "U+FFFD" in w for w in _warnings(caplog))
+        server.add({"tool_calls": [{"name": "listing", "arguments": {}}]}, "Listed.", "Again.")
+        agent = make_agent(server, tools=conn, no_tool_rounds=1)
+        assert agent.send("list").text == "Listed."
+        assert agent.history[2]["content"][0]["output"]["value"] == "report-\ufffd.txt"
+        assert agent.send("and again").text == "Again."  # the history encodes
+
+
+def test_a_server_that_cannot_send_such_text_gives_an_error_result_and_the_run_goes_on(
+    tmp_path: Path, server: ModelServer, make_agent: Any
+) -> None:
+    """The SDK's own server cannot serialise a lone surrogate (its call fails): an error result
+    naming the server, never a broken history. (Over HTTP: the SDK's stdio server stops answering
+    after such a failure, so a call there ends only at its timeout.)"""
+    http = HttpServer(tmp_path)
+    try:
+        with mcp.connect(url=http.url, timeout=WAIT_S) as conn:
+            server.add({"tool_calls": [{"name": "listing", "arguments": {}}]}, "It failed.", "Fine.")
+            agent = make_agent(server, tools=conn, no_tool_rounds=1)
+            assert agent.send("list").text == "It failed."
+            result = agent.history[2]["content"][0]
+            assert result["output"]["type"] == "error-text" and NAME in result["output"]["value"]
+            assert agent.send("go on").text == "Fine."
+    finally:
+        http.stop()
 
 
 def _send(agent: Any, text: str) -> Any:

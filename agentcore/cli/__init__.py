@@ -9,7 +9,9 @@ Nothing imports this package but `__main__` and the console script: `import agen
 stays as cheap as it was.
 
 Exit status: 0 done (and leaving the REPL), 3 `run` hit --max-steps, 1 an AgentError
-(kind and message on stderr), 2 a usage error, 130 `run` stopped by Ctrl-C.
+(kind and message on stderr, one line), 2 a usage error, 130 `run` stopped by Ctrl-C.
+Model requests are retried for at most --retry-for seconds (default 30), so a wrong address
+fails in seconds instead of retrying for ever as an unattended service would.
 """
 
 from __future__ import annotations
@@ -22,14 +24,16 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..agent import Agent
-from ..config import PROTOCOLS
+from ..config import PROTOCOLS, endpoint_root, host_problem
 from ..errors import AgentError
 from ..tools import load
 from . import demo
 from .display import Display
 from .repl import Repl
+from .sync import send
 
 __all__ = ["main"]
 
@@ -43,6 +47,7 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_STEP_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 3,
 # A wrong key or a malformed request will not get better by waiting: at a terminal, fail at
 # once rather than retrying forever (the library's default, right for unattended services).
 CLI_RETRY = {"skip_kinds": ["auth", "request"]}
+RETRY_FOR_S = 30.0
 
 
 class UsageError(Exception):
@@ -85,26 +90,57 @@ def _chat(args: Any, app: _App) -> int:
     if args.demo:
         app.display.notice(demo.WELCOME)
     if app.agent.history:
+        count = len(app.agent.history)
         app.display.notice(
-            f"[resumed {args.session}: {len(app.agent.history)} messages; /history shows them]"
+            f"[resumed {args.session}: {count} message{'' if count == 1 else 's'}; /history shows them]"
         )
-    return Repl(app.agent, app.display, reset=app.reset, read=_reader()).loop()
+    interactive = sys.stdin.isatty()
+    repl = Repl(app.agent, app.display, reset=app.reset, read=_reader(interactive), interactive=interactive)
+    return repl.loop()
 
 
 def _run(args: Any, app: _App) -> int:
-    result = app.agent.send(args.task)
-    app.display.end_reply()
-    print(result.text)
-    return EXIT_STEP_LIMIT if result.reason == "step-limit" else EXIT_OK
+    try:
+        result = send(app.agent, args.task, app.display)
+    finally:
+        app.display.end_reply()  # what arrived stays on stdout, also after Ctrl-C
+    if result is None:
+        return EXIT_ERROR
+    if result.reason == "step-limit":
+        steps = f"{result.steps} model repl{'y' if result.steps == 1 else 'ies'}"
+        app.display.notice(f"[stopped at the step limit: {steps} (--max-steps); the task may be unfinished]")
+        return EXIT_STEP_LIMIT
+    return EXIT_OK
 
 
-def _reader() -> Callable[[str], str]:
-    if sys.stdin.isatty():
-        try:
-            import readline  # noqa: F401  (imported for its effect: line editing in input())
-        except ImportError:
-            pass
+def _reader(interactive: bool) -> Callable[[str], str]:
+    if not interactive:
+        return _read_piped
+    try:
+        import readline  # noqa: F401  (imported for its effect: line editing in input())
+    except ImportError:
+        pass
     return input
+
+
+def _read_piped(_prompt: str) -> str:
+    """A line of piped input: no prompt is printed (stdout carries only the replies)."""
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError
+    return line.rstrip("\n")
+
+
+def _task(args: Any) -> str:
+    """`run`'s task: the argument, or stdin for `-` (or no argument with stdin not a terminal)."""
+    task = args.task
+    if task is None and sys.stdin.isatty():
+        raise UsageError("run needs a task: pass it as an argument, or '-' to read it from stdin")
+    if task is None or task == "-":
+        task = sys.stdin.read().rstrip("\n")
+        if not task.strip():
+            raise UsageError("the task read from stdin is empty")
+    return str(task)
 
 
 # ------------------------------------------------------------ building the agent
@@ -112,18 +148,25 @@ def _reader() -> Callable[[str], str]:
 
 def _build_app(args: Any, cleanup: ExitStack) -> _App:
     """The agent the flags describe, printing through one Display."""
-    display = Display(sys.stdout, sys.stderr, stream_text=args.command is _chat)
+    if args.command is _run:
+        args.task = _task(args)
+    display = Display(sys.stdout, sys.stderr, stream_text=True)
     _show_library_warnings(display)
     config = _connection(args, cleanup)
     config["retry"] = CLI_RETRY
+    config["retry_max_elapsed"] = args.retry_for
     if args.system:
         config["system"] = args.system
-    if args.command is _chat:
+    if args.command is _chat or args.demo:
         # In a conversation the user is there to say "go on": a reply without tool calls ends
-        # the turn instead of being pushed with the no-tool reminder.
+        # the turn instead of being pushed with the no-tool reminder. (The demo model has
+        # nothing to add when reminded: it would say its answer again.)
         config["no_tool_rounds"] = 1
-    elif args.max_steps is not None:
+    if args.command is _run and args.max_steps is not None:
         config["max_steps"] = args.max_steps
+    for folder in args.tools:
+        if not os.path.isdir(folder):
+            raise UsageError(f"--tools {folder}: not a folder")
     tools = load(demo.TOOLS if args.demo else [], *args.tools)
     if not args.session:
         agent = cleanup.enter_context(Agent(config, tools=tools, callbacks=display.callbacks()))
@@ -148,6 +191,7 @@ def _connection(args: Any, cleanup: ExitStack) -> dict[str, Any]:
     model = args.model or os.environ.get("AGENTCORE_MODEL", "")
     if not base_url:
         raise UsageError("no endpoint: pass --base-url URL or set AGENTCORE_BASE_URL (or try --demo)")
+    _check_base_url(base_url)
     if not model:
         raise UsageError("no model: pass --model NAME or set AGENTCORE_MODEL (or try --demo)")
     key_env = args.api_key_env or KEY_ENV[args.protocol]
@@ -156,6 +200,25 @@ def _connection(args: Any, cleanup: ExitStack) -> dict[str, Any]:
     # No key is fine: local servers (llama.cpp, vLLM, Ollama) take none.
     api_key = os.environ.get(key_env, "")
     return {"base_url": base_url, "model": model, "protocol": args.protocol, "api_key": api_key}
+
+
+def _check_base_url(base_url: str) -> None:
+    """A --base-url (or AGENTCORE_BASE_URL) that is not an API root is a usage error."""
+    parts = urlsplit(base_url)
+    try:
+        parts.port  # noqa: B018 (a port that is not a number raises here)
+    except ValueError:
+        raise UsageError(f"--base-url {base_url!r}: the port is not a number") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(
+            f"--base-url {base_url!r}: expected the API root as an http(s) URL, e.g. http://127.0.0.1:8080/v1"
+        )
+    problem = host_problem(base_url)
+    if problem is not None:
+        raise UsageError(f"--base-url {base_url!r} {problem}")
+    root = endpoint_root(base_url)
+    if root is not None:
+        raise UsageError(f"--base-url {base_url!r} ends with an endpoint path: use the API root {root!r}")
 
 
 def _open_store(spec: str, cleanup: ExitStack) -> tuple[Any, str]:
@@ -193,16 +256,44 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--demo", action="store_true", help="talk to a built-in scripted model: no key, no network"
     )
+    common.add_argument(
+        "--retry-for",
+        type=_seconds,
+        default=RETRY_FOR_S,
+        metavar="SECONDS",
+        help=f"retry failed model requests for at most this long (default {RETRY_FOR_S:g}; 0: never)",
+    )
 
     parser = argparse.ArgumentParser(prog="agentcore", description="Talk to a model, with tools.")
+    parser.add_argument("--version", action="version", version=f"agentcore {_version()}")
     commands = parser.add_subparsers(metavar="COMMAND", required=True)
     chat = commands.add_parser("chat", parents=[common], help="an interactive conversation")
     chat.set_defaults(command=_chat, max_steps=None)
     run = commands.add_parser("run", parents=[common], help="do one task and print the answer")
-    run.add_argument("task", help="the task, as one argument")
+    run.add_argument(
+        "task",
+        nargs="?",
+        help="the task, as one argument; '-' (or none, with stdin not a terminal) reads stdin",
+    )
     run.add_argument("--max-steps", type=_positive_int, metavar="N", help="stop after N model replies")
     run.set_defaults(command=_run)
     return parser
+
+
+def _version() -> str:
+    # The package this CLI belongs to (agentcore, or a vendored copy under another name).
+    package = sys.modules[__name__.rpartition(".")[0]]
+    return str(getattr(package, "__version__", "unknown"))
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a number of seconds, 0 or more")
+    return value
 
 
 def _positive_int(text: str) -> int:

@@ -24,8 +24,8 @@ class Display:
     Args:
         out: where reply text goes (stdout).
         err: where tool calls, their output and results, retries and notices go (stderr).
-        stream_text: print reply text as it streams (the REPL); False leaves it to the caller
-            (`agentcore run` prints the final text once).
+        stream_text: print reply text as it streams, each reply ending its line (a reply that
+            did not stream is printed whole when it arrives); False leaves it to the caller.
     """
 
     def __init__(self, out: TextIO, err: TextIO, *, stream_text: bool) -> None:
@@ -34,10 +34,12 @@ class Display:
         self.stream_text = stream_text
         self._lock = threading.Lock()
         self._mid_line = False
+        self._streamed = False  # the current reply's text has been printed as it arrived
 
     def callbacks(self) -> dict[str, Callable[[dict[str, Any]], None]]:
         return {
             "on_llm_event": self.llm_event,
+            "on_llm_finish": self.llm_finish,
             "on_tool_call": self.tool_call,
             "on_tool_output": self.tool_output,
             "on_tool_result": self.tool_result,
@@ -50,10 +52,18 @@ class Display:
         if event.get("type") == "text-delta" and self.stream_text:
             text = str(event.get("text", ""))
             with self._lock:
-                self.out.write(text)
-                self.out.flush()
-                if text:
-                    self._mid_line = not text.endswith("\n")
+                self._write(text)
+                self._streamed = self._streamed or bool(text)
+
+    def llm_finish(self, result: Any) -> None:
+        """A reply is complete: print it if it did not stream (the server answered with JSON)."""
+        if not self.stream_text:
+            return
+        with self._lock:
+            if not self._streamed:
+                self._write(str(getattr(result, "text", "") or ""))
+            self._streamed = False
+            self._end_line()
 
     def tool_call(self, call: dict[str, Any]) -> None:
         self.notice(f"[tool] {call.get('tool_name')} {_preview(call.get('input', {}))}")
@@ -72,6 +82,7 @@ class Display:
     def retry(self, payload: dict[str, Any]) -> None:
         # The attempt starts again from nothing: said on its own line, so the text shown so far
         # is not taken for the beginning of the next attempt.
+        self._streamed = False
         error = payload.get("error")
         kind = getattr(error, "kind", "unknown")
         delay_s = float(payload.get("delay", 0))
@@ -90,6 +101,12 @@ class Display:
         """End the reply's last line, if the stream left it open."""
         with self._lock:
             self._end_line()
+
+    def _write(self, text: str) -> None:
+        if text:
+            self.out.write(text)
+            self.out.flush()
+            self._mid_line = not text.endswith("\n")
 
     def _end_line(self) -> None:
         if self._mid_line:

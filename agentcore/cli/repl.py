@@ -17,6 +17,7 @@ from ..agent import Agent
 from ..errors import AgentError
 from ..usage import Usage
 from .display import Display
+from .sync import send
 
 PROMPT = "> "
 HELP = """\
@@ -37,6 +38,7 @@ class Repl:
         display: the agent's printer.
         reset: empties the conversation (clears the list, or the stored session).
         read: reads one line with a prompt (`input`); raises EOFError / KeyboardInterrupt.
+        interactive: stdin is a terminal (else no prompt and no closing newline reach stdout).
     """
 
     def __init__(
@@ -46,11 +48,13 @@ class Repl:
         *,
         reset: Callable[[], None],
         read: Callable[[str], str] = input,
+        interactive: bool = True,
     ) -> None:
         self.agent = agent
         self.display = display
         self._reset = reset
         self._read = read
+        self._interactive = interactive
         self._commands: Mapping[str, Callable[[], bool]] = {
             "/help": self._help,
             "/history": self._show_history,
@@ -65,20 +69,24 @@ class Repl:
         interrupts = 0
         while True:
             try:
-                line = self._read(PROMPT)
+                line = self._read(PROMPT if self._interactive else "")
             except EOFError:
-                self.display.out.write("\n")
+                self._leave()
                 return 0
             except KeyboardInterrupt:
                 interrupts += 1
                 if interrupts >= 2:
-                    self.display.out.write("\n")
+                    self._leave()
                     return 0
                 self.display.notice("\n(press Ctrl-C again or Ctrl-D to exit)")
                 continue
             interrupts = 0
             if not self._handle(line.strip()):
                 return 0
+
+    def _leave(self) -> None:
+        if self._interactive:
+            self.display.out.write("\n")  # the shell's prompt starts on a line of its own
 
     def _handle(self, line: str) -> bool:
         """Act on one line; False means leave."""
@@ -118,19 +126,26 @@ class Repl:
     # ------------------------------------------------------------ actions
 
     def _send(self, line: str) -> bool:
-        self.agent.send(line)
+        send(self.agent, line, self.display)
         self.display.end_reply()
         return True
+
+    def _refresh(self) -> None:
+        """With a session, show what the store holds now (another terminal may have written)."""
+        if self.agent.session is not None:
+            self.agent.reload()
 
     def _help(self) -> bool:
         self._print(HELP)
         return True
 
     def _show_history(self) -> bool:
+        self._refresh()
         self._print(_history.render(self.agent.history) if self.agent.history else "(empty history)")
         return True
 
     def _usage(self) -> bool:
+        self._refresh()
         replies = sum(1 for m in self.agent.history if m.get("role") == "assistant")
         usage = total_usage(self.agent.history)
         self._print(

@@ -34,11 +34,15 @@ _SCHEMA = (
 
 
 class SQLiteStore(TextStore):
-    """Sessions in the SQLite file at `path` (created with its schema on first use).
+    """Sessions in the SQLite file at `path` (created with its schema when the store is made).
 
     Args:
         path: the database file.
         busy_timeout_s: how long a write waits for another writer's lock.
+
+    Raises:
+        AgentError: kind "config" when the file cannot be opened or written (a read-only file, a
+            folder that does not exist or cannot be written): now, never at a later send.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
@@ -49,9 +53,32 @@ class SQLiteStore(TextStore):
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None
         self._pid = 0
+        self._check_writable()
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
+
+    def _check_writable(self) -> None:
+        """A write rolled back: SQLite opens a file it cannot write read-only and says so only
+        at the first write, which would otherwise be a send's first append."""
+        read_only = _read_only_by_mode(self.path)
+        if read_only is not None:
+            raise _unusable(self.path, sqlite3.OperationalError(read_only))
+        with self._lock:
+            connection = self._connect()
+            try:
+                connection.execute("BEGIN IMMEDIATE")
+                try:
+                    connection.execute(
+                        "INSERT OR REPLACE INTO agentcore_sessions (id, length, updated_at) VALUES (?, 0, 0)",
+                        ("\x00agentcore write check",),
+                    )
+                finally:
+                    connection.execute("ROLLBACK")
+            except sqlite3.Error as exc:
+                connection.close()
+                self._connection = None
+                raise _unusable(self.path, exc) from exc
 
     def _load_texts(self, id: str) -> list[str]:
         with self._guard():
@@ -155,7 +182,34 @@ class SQLiteStore(TextStore):
         return connection
 
     def _open_error(self, exc: sqlite3.Error) -> AgentError:
-        return AgentError(f"cannot open the session store {self.path!r}: {exc}", kind="config", cause=exc)
+        return _unusable(self.path, exc)
+
+
+def _read_only_by_mode(path: str) -> str | None:
+    """Why the file or its folder is read-only by its mode (no write bit for anyone), else None.
+
+    A process running as root writes such a file all the same: the mode says the user meant it
+    to stay as it is, and SQLite in WAL mode writes its -wal and -shm files beside it."""
+    if path == ":memory:" or path.startswith("file:"):
+        return None
+    try:
+        if os.path.exists(path) and not os.stat(path).st_mode & 0o222:
+            return f"attempt to write a read-only file (mode {os.stat(path).st_mode & 0o777:o})"
+        folder = os.path.dirname(os.path.abspath(path))
+        if os.path.isdir(folder) and not os.stat(folder).st_mode & 0o222:
+            return f"its folder is read-only (mode {os.stat(folder).st_mode & 0o777:o})"
+    except OSError:
+        return None  # sqlite3 says what is wrong when it opens the file
+    return None
+
+
+def _unusable(path: str, exc: sqlite3.Error) -> AgentError:
+    return AgentError(
+        f"the session store {path!r} cannot be opened for writing: {exc} "
+        "(check that its folder exists and that the file and the folder can be written)",
+        kind="config",
+        cause=exc,
+    )
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:

@@ -1,9 +1,12 @@
-"""Run a scripted model server until interrupted.
+"""Run the local model server until interrupted.
 
+    python -m agentcore.testing --port 8080                        # the demo model
     python -m agentcore.testing --port 8080 --script replies.json
 
-`replies.json` holds a JSON list of script items (strings or dicts). Without a script every
-request gets the "(script exhausted)" text, or `--default` when given.
+Without a script every request is answered by the demo model (`agentcore.testing.demo`: it
+streams text and calls the tools the request declares). `replies.json` holds a JSON list of
+script items (strings or dicts); once they are used up, requests get the "(script exhausted)"
+text, or `--default` when given.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import argparse
 import json
 import threading
 
+from . import demo
 from .server import ModelServer
 
 
@@ -25,8 +29,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.script:
         with open(args.script, encoding="utf-8") as file:
             script = json.load(file)
-    with ModelServer(script, default=args.default, port=args.port) as server:
-        print(f"serving {server.base_url} ({server.remaining} scripted replies); Ctrl-C stops", flush=True)
+    default = args.default if args.default is not None or args.script else demo.reply
+    with ModelServer(script, default=default, port=args.port) as server:
+        what = f"{server.remaining} scripted replies" if args.script else "the demo model"
+        print(f"serving {server.base_url} ({what}); Ctrl-C stops", flush=True)
         try:
             threading.Event().wait()
         except KeyboardInterrupt:

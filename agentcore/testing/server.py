@@ -36,6 +36,7 @@ import socketserver
 import ssl
 import struct
 import threading
+import traceback
 from collections import deque
 from collections.abc import Iterable, Iterator
 from http.server import BaseHTTPRequestHandler
@@ -113,6 +114,8 @@ class ModelServer:
         self.requests: list[Any] = []
         self.log: list[Recorded] = []
         self.errors: list[BaseException] = []
+        # Exceptions raised by callable script items: close() re-raises the first.
+        self._raised: list[BaseException] = []
         self.add(*script)
         self._serve_on(port)
 
@@ -166,9 +169,19 @@ class ModelServer:
         return self
 
     def close(self) -> None:
-        """Stop accepting, end every open connection and join every server thread. Idempotent."""
+        """Stop accepting, end every open connection and join every server thread. Idempotent.
+
+        Raises:
+            Exception: the first exception a callable script item raised (its request was
+                answered with a 500 the client does not retry), so a test fails with it.
+        """
         if self._closing.is_set():
             return
+        self._shut_down()
+        if self._raised:
+            raise self._raised[0]
+
+    def _shut_down(self) -> None:
         self._closing.set()
         self._wake_acceptor()
         self._acceptor.join(_JOIN_TIMEOUT_S)
@@ -260,7 +273,13 @@ class ModelServer:
             self.log.append(recorded)
             self.requests.append(recorded.body)
             item = self._script.popleft() if self._script else self._default
-        return build(item, recorded, self._new_call_id, self._extra_keys)
+        try:
+            return build(item, recorded, self._new_call_id, self._extra_keys)
+        except Exception as exc:
+            if callable(item):
+                with self._lock:
+                    self._raised.append(exc)
+            raise
 
     def _new_call_id(self) -> str:
         return f"call_{next(self._call_ids)}"
@@ -295,6 +314,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         recorded = self._read_request()
+        if len(recorded.raw) < int(self.headers.get("Content-Length") or 0):
+            # The client went away while sending (killed, cancelled): nobody waits for an answer,
+            # so no script item is used and no script function sees a body that is not there.
+            self.owner._record_only(recorded)
+            self.close_connection = True
+            return
         protocol = encoders.protocol_for(recorded.path)
         encoder = encoders.get(protocol) if protocol is not None else None
         if encoder is None:
@@ -307,7 +332,9 @@ class _Handler(BaseHTTPRequestHandler):
             reply = self.owner._reply_for(recorded)
         except Exception as exc:  # a bad item or callable: answer, and keep it for the test
             self.owner._failed(exc)
-            self._send_body(500, _json(encoder.error_body(500, f"ModelServer script error: {exc!r}")), {})
+            # The traceback's last line, and a header the client honours: retrying cannot help.
+            message = f"ModelServer script error: {traceback.format_exception_only(exc)[-1].strip()}"
+            self._send_body(500, _json(encoder.error_body(500, message)), {"x-should-retry": "false"})
             return
         if reply.delay and self.owner._closing.wait(reply.delay):
             self.close_connection = True
@@ -475,7 +502,7 @@ def _parse_json(raw: bytes) -> Any:
 
 
 def _json(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, ensure_ascii=False).encode()
+    return encoders.wire_json(body).encode()
 
 
 def _shutdown(sock: socket.socket) -> None:

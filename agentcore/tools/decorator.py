@@ -193,6 +193,7 @@ def _build(
     tool_name = name if name is not None else getattr(fn, "__name__", None)
     if not isinstance(tool_name, str) or not tool_name or tool_name == "<lambda>":
         raise AgentError(f"@tool needs a name for {fn!r}: pass @tool(name=...)", kind="config")
+    check_name(tool_name, f"@tool {getattr(fn, '__qualname__', tool_name)}")
     if not is_timeout(timeout):
         raise AgentError(f"@tool {tool_name}: timeout must be a number of seconds > 0", kind="config")
     if to_model_output is not None and not callable(to_model_output):
@@ -215,6 +216,20 @@ def _build(
         context_param=context_param,
         converters=converters,
     )
+
+
+# The strictest vendor rule (Gemini and OpenAI): a name any protocol accepts.
+TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+def check_name(name: str, what: str = "tool") -> None:
+    """A config error unless `name` matches `^[a-zA-Z0-9_-]{1,64}$`."""
+    if not TOOL_NAME.fullmatch(name):
+        raise AgentError(
+            f"{what}: the tool name {name!r} is not allowed: use 1 to 64 letters, digits, '_' or '-' "
+            "(^[a-zA-Z0-9_-]{1,64}$, the strictest vendor rule)",
+            kind="config",
+        )
 
 
 def is_timeout(value: Any) -> bool:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .._utils import surrogates
 from .._utils.cancel import Signal, child
 from .._utils.ids import random_hex
 from .._utils.schemas import validator as _validator
@@ -151,9 +152,20 @@ def execute(
     if not isinstance(input, Mapping):
         return error_result(f"The input of tool {name!r} must be a dict, got {type(input).__name__}.")
     call = _DirectCall(id=f"call_{random_hex()[:12]}", name=name, arguments=dict(input))
-    return run_call(
+    if on_output is not None:
+        on_output = _encodable_output(on_output)
+    result = run_call(
         tool_set, call, cancel=cancel, on_output=on_output, limit=limit, agent_id="", concurrency=concurrency
     )
+    # The same result the loop would write: text UTF-8 cannot encode becomes U+FFFD.
+    return surrogates.replaced(result, f"the result of tool {name!r} (call {call.id})")
+
+
+def _encodable_output(on_output: OnOutput) -> OnOutput:
+    def forward(payload: dict[str, Any]) -> None:
+        on_output(surrogates.fixed(payload))
+
+    return forward
 
 
 def _signal(cancel: threading.Event | None) -> tuple[Signal, Callable[[], None]]:

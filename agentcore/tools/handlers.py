@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import AgentError
+from .decorator import check_name
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,8 @@ class ToolSet:
         object.__setattr__(self, "handlers", dict(self.handlers))
         if set(self.schema) != set(self.handlers):
             raise AgentError("a ToolSet needs the same names in schema and handlers", kind="config")
+        for name in self.handlers:
+            check_name(name, f"tool {name!r}")
 
     def __contains__(self, name: object) -> bool:
         return name in self.handlers

@@ -308,7 +308,9 @@ class ToolPool:
             described: list[list[dict[str, Any]]] = payload["roots"]
             return described
         if kind == "reply":
-            raise AgentError(str(payload.get("error")), kind="tool")
+            raise AgentError(
+                str(payload.get("error")), kind="config" if payload.get("kind") == "config" else "tool"
+            )
         raise AgentError(f"scanning tools failed: {proc.death_text(output.stderr_tail())}", kind="tool")
 
 

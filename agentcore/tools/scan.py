@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentError
+from .decorator import check_name
 from .handlers import FileTool, ToolSet
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ def scan(*dirs: str | os.PathLike[str], pool: ToolPool | None = None) -> ToolSet
     for folder, tools in zip(folders, described, strict=True):
         for tool in tools:
             name = str(tool["name"])
+            check_name(name, f"tool {name!r} of {tool['path']}")
             previous = handlers.get(name)
             if previous is not None and previous.folder == folder.root:
                 log.warning(

@@ -62,8 +62,12 @@ def adopt(obj: Any) -> ToolSet:
         entries = [(None, obj)]
     schema: dict[str, dict[str, Any]] = {}
     handlers: dict[str, Handler] = {}
+    given: dict[str, int] = {}
     for index, (key, item) in enumerate(entries):
         entry, handler = _adopt_one(item, key, index)
+        if handler.name in given and key is None:
+            raise _twice(handler.name, entries[given[handler.name]][1], given[handler.name], item, index)
+        given[handler.name] = index
         schema[handler.name] = entry
         handlers[handler.name] = handler
     return ToolSet(schema, handlers)
@@ -78,10 +82,52 @@ def load(*sources: Any) -> ToolSet:
         if isinstance(source, str | os.PathLike):
             sets.append(scan_folders(source))
         elif isinstance(source, list | tuple):
-            sets.append(load(*source))
+            sets.append(_load_list(source))
         else:
             sets.append(adopt(source))
     return merge(*sets)
+
+
+def _load_list(items: list[Any] | tuple[Any, ...]) -> ToolSet:
+    """The tools of one list: folders and sets in it win like sources do, but two single tools
+    of one name are a mistake (which of them the model gets would depend on the order)."""
+    parts: list[ToolSet] = []
+    given: dict[str, int] = {}
+    for index, item in enumerate(items):
+        part = load(item)
+        if _is_single_tool(item):
+            for name in part:
+                if name in given:
+                    raise _twice(name, items[given[name]], given[name], item, index)
+                given[name] = index
+        parts.append(part)
+    return merge(*parts)
+
+
+def _is_single_tool(item: Any) -> bool:
+    if item is None or isinstance(item, str | os.PathLike | list | tuple | ToolSet):
+        return False
+    if callable(getattr(item, "as_toolset", None)):
+        return False
+    return not (isinstance(item, Mapping) and not _is_dict_tool(item))
+
+
+def _twice(name: str, first: Any, first_index: int, second: Any, second_index: int) -> AgentError:
+    return AgentError(
+        f"two tools named {name!r} in one list: item {first_index} ({_describe(first)}) and item "
+        f"{second_index} ({_describe(second)}); rename one (@tool(name=...)) or drop it",
+        kind="config",
+    )
+
+
+def _describe(item: Any) -> str:
+    if isinstance(item, Mapping):
+        return "a dict tool"
+    wrapped = getattr(item, "__wrapped__", item)
+    module, qualname = getattr(wrapped, "__module__", None), getattr(wrapped, "__qualname__", None)
+    if module and qualname:
+        return f"{module}.{qualname}"
+    return type(item).__name__
 
 
 def merge(*sets: ToolSet | None) -> ToolSet:

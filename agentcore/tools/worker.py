@@ -672,7 +672,9 @@ class Modules:
                     module = self._import(path, root)
                 except BaseException as exc:
                     self._forget(root)
-                    return {"error": f"cannot import tool file {path}: {_exception_text(exc)}"}
+                    # A tool the decorator refused (a bad name) is the caller's config error.
+                    kind = "config" if getattr(exc, "kind", None) == "config" else "tool"
+                    return {"error": f"cannot import tool file {path}: {_exception_text(exc)}", "kind": kind}
                 found.extend((path, obj) for obj in module_tools(module))
             try:
                 described.append(_describe_found(found))

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,7 @@ PRODUCTION_CONFIG: dict[str, Any] = {
 
 
 NEEDS_APPROVAL = frozenset({"delete_file"})
+FILE_NAME = re.compile(r"[\w./-]*\w\.\w+")
 
 
 # --- tools of the demo ---------------------------------------------------------------------------
@@ -135,7 +137,10 @@ def demo_model(recorded: Recorded) -> dict[str, Any]:
     if "slow" in lowered:
         return {"tool_calls": [{"name": "slow_task", "arguments": {"seconds": 5.0}}]}
     if "delete" in lowered:
-        return {"tool_calls": [{"name": "delete_file", "arguments": {"path": "notes.txt"}}]}
+        # The file the message names ("delete pending.txt"), else a placeholder.
+        named = FILE_NAME.search(user_text)
+        path = named.group(0) if named else "notes.txt"
+        return {"tool_calls": [{"name": "delete_file", "arguments": {"path": path}}]}
     return {"tool_calls": [{"name": "word_count", "arguments": {"text": user_text}}]}
 
 
@@ -479,6 +484,12 @@ class ApiError(Exception):
         self.status = status
 
 
+class MethodNotAllowed(ApiError):
+    def __init__(self, method: str, allowed: tuple[str, ...]) -> None:
+        super().__init__(405, f"method {method} is not allowed here; use {' or '.join(allowed)}")
+        self.allowed = allowed
+
+
 Route = Callable[["Handler", "list[str]"], None]
 
 
@@ -495,10 +506,32 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._dispatch("POST")
 
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own errors (a method it has no do_X for, a malformed request line) as JSON,
+        like every other answer of the API; an unsupported method is a 405."""
+        if code == 501:
+            code, message = 405, f"method {self.command} is not allowed"
+        self.close_connection = True
+        try:
+            self._json(code, {"error": message or HTTPStatus(code).phrase})
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
     def _dispatch(self, method: str) -> None:
         path = self.path.split("?", 1)[0]
         try:
-            if method == "GET" and path in ("/", "/index.html"):
+            if path in ("/", "/index.html"):
+                if method != "GET":
+                    raise MethodNotAllowed(method, ("GET",))
                 self._send(200, PAGE.read_bytes(), "text/html; charset=utf-8")
                 return
             if not path.startswith("/api/"):
@@ -506,10 +539,13 @@ class Handler(BaseHTTPRequestHandler):
             self._authorize()
             route, args = self._route(method, path.split("/")[2:])
             route(self, args)
+        except MethodNotAllowed as error:
+            self._json(405, {"error": str(error)}, {"Allow": ", ".join(error.allowed)})
         except ApiError as error:
             self._json(error.status, {"error": str(error)})
-        except AgentError as error:
-            self._json(500, {"error": str(error), "kind": error.kind})
+        except AgentError as error:  # bad input the library refused is the client's error
+            status = 400 if error.kind == "request" else 500
+            self._json(status, {"error": str(error), "kind": error.kind})
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
@@ -525,20 +561,14 @@ class Handler(BaseHTTPRequestHandler):
         if parts and parts[0] == "sessions":
             rest = parts[1:]
             if not rest or rest == [""]:
-                return (Handler.list_sessions if method == "GET" else Handler.create_session), []
+                return _pick(method, {"GET": Handler.list_sessions, "POST": Handler.create_session}), []
             session_id = rest[0]
             if not SESSION_ID.fullmatch(session_id) or not self.server.hub.exists(session_id):
                 raise ApiError(404, "no such session")
-            key = (method, *rest[1:2])
-            routes: dict[tuple[str, ...], Route] = {
-                ("GET",): Handler.show_session,
-                ("POST", "messages"): Handler.post_message,
-                ("GET", "events"): Handler.stream_events,
-                ("POST", "stop"): Handler.stop_run,
-                ("POST", "approvals"): Handler.answer_approval,
-            }
-            if key in routes and len(rest) == (3 if key[-1] == "approvals" else len(key)):
-                return routes[key], rest
+            what = rest[1] if len(rest) > 1 else ""
+            expected = {"": 1, "messages": 2, "events": 2, "stop": 2, "approvals": 3}
+            if what in SESSION_ROUTES and len(rest) == expected[what]:
+                return _pick(method, SESSION_ROUTES[what]), rest
         raise ApiError(404, "not found")
 
     # Routes --------------------------------------------------------------------------------------
@@ -557,7 +587,11 @@ class Handler(BaseHTTPRequestHandler):
         text = body.get("text")
         if not isinstance(text, str) or not text.strip():
             raise ApiError(400, '"text" must be a non-empty string')
-        if len(text.encode()) > MAX_MESSAGE_BYTES:
+        try:
+            size = len(text.encode())
+        except UnicodeEncodeError:  # JSON's "\ud83d": half of an emoji, which no model can be sent
+            raise ApiError(400, '"text" holds a lone surrogate (half of a UTF-16 pair): not valid Unicode')
+        if size > MAX_MESSAGE_BYTES:
             raise ApiError(413, "the message is larger than 1 MB")
         self._json(202, {"status": self.server.hub.get(args[0]).post(text)})
 
@@ -625,17 +659,35 @@ class Handler(BaseHTTPRequestHandler):
                 return
             left -= len(chunk)
 
-    def _json(self, status: int, body: dict[str, Any]) -> None:
-        self._send(status, json.dumps(body).encode(), "application/json")
+    def _json(self, status: int, body: dict[str, Any], extra: dict[str, str] | None = None) -> None:
+        self._send(status, json.dumps(body).encode(), "application/json", extra)
 
-    def _send(self, status: int, data: bytes, content_type: str) -> None:
+    def _send(self, status: int, data: bytes, content_type: str, extra: dict[str, str] | None = None) -> None:
         self.send_response(status)
+        for name, value in (extra or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-store")
         self.send_header("X-Content-Type-Options", "nosniff")
         self.end_headers()
         self.wfile.write(data)
+
+
+def _pick(method: str, by_method: dict[str, Route]) -> Route:
+    if method not in by_method:
+        raise MethodNotAllowed(method, tuple(by_method))
+    return by_method[method]
+
+
+# /api/sessions/<id>/<what>: the handler of each method.
+SESSION_ROUTES: dict[str, dict[str, Route]] = {
+    "": {"GET": Handler.show_session},
+    "messages": {"POST": Handler.post_message},
+    "events": {"GET": Handler.stream_events},
+    "stop": {"POST": Handler.stop_run},
+    "approvals": {"POST": Handler.answer_approval},
+}
 
 
 class AppServer(ThreadingHTTPServer):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import http.client
+import json
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -59,6 +62,21 @@ def test_a_message_over_1_mb_is_413_and_nothing_is_written(app: App, tmp_path: P
     text = "b" * (ONE_MB - 16)
     run_to_end(server, session, text)
     assert server.history(session)[0]["content"] == text
+
+
+def test_a_message_with_a_lone_surrogate_is_a_json_400_and_nothing_is_written(
+    app: App, tmp_path: Path
+) -> None:
+    """JSON's "\\ud83d" (half of an emoji) cannot be sent to a model (API.md §Details "Text that
+    cannot be encoded"). Before: the handler crashed encoding it and the client got no answer."""
+    server = app()
+    session = server.new_session()
+    raw = b'{"text": "caf\\ud83d"}'
+    status, body = server.call("POST", f"/api/sessions/{session}/messages", raw=raw)
+    assert status == 400 and "lone surrogate" in body["error"]
+    assert server.history(session) == []
+    run_to_end(server, session, "caf\u00e9 works")  # the session is fine
+    assert server.history(session)[0]["content"] == "caf\u00e9 works"
 
 
 def test_without_the_token_every_api_call_is_401_also_the_event_stream(app: App) -> None:
@@ -271,3 +289,33 @@ def test_with_openai_settings_it_talks_to_that_endpoint(app: App) -> None:
         assert stream.events[-1][1]["text"] == "the endpoint answered"
         assert [r["model"] for r in endpoint.requests] == ["real-model", "real-model"]
         assert endpoint.log[0].headers["Authorization"] == "Bearer key-123"
+
+
+def test_methods_a_path_does_not_take_get_a_json_405(app: App) -> None:
+    """Before: DELETE / PUT got http.server's 501 HTML page."""
+    server = app()
+    session = server.new_session()
+    for method, path, allowed in (
+        ("DELETE", f"/api/sessions/{session}", "GET"),
+        ("PUT", f"/api/sessions/{session}/messages", "POST"),
+        ("PATCH", "/api/sessions", "GET, POST"),
+        ("DELETE", "/", "GET"),
+        ("GET", f"/api/sessions/{session}/stop", "POST"),
+    ):
+        request = urllib.request.Request(server.url + path, method=method)
+        request.add_header("Authorization", f"Bearer {server.token}")
+        try:
+            urllib.request.urlopen(request, timeout=30)
+            raise AssertionError(f"{method} {path} was accepted")
+        except urllib.error.HTTPError as error:
+            assert error.code == 405, (method, path, error.code)
+            assert error.headers["Content-Type"] == "application/json"
+            assert error.headers["Allow"] == allowed
+            assert method in json.loads(error.read())["error"]
+    # A method http.server has no handler for at all: JSON too, never its HTML page.
+    connection = http.client.HTTPConnection("127.0.0.1", int(server.url.rsplit(":", 1)[1]), timeout=30)
+    connection.request("BREW", "/api/sessions")
+    response = connection.getresponse()
+    assert response.status == 405 and "BREW" in json.loads(response.read())["error"]
+    connection.close()
+    assert server.history(session) == []

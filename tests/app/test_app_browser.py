@@ -262,3 +262,66 @@ def test_a_sub_agent_call_shows_the_helper_agents_work_in_its_card(app: App, bro
     wait_for(browser, lambda d: call_state(d, "research") == ["done"] and finished_reply(d, 1))
     card = css(browser, "[data-tool-call-id] .tool-output")[0].text
     assert "↳ word_count" in card and "Here is what I found" in card
+
+
+def test_stop_is_shown_as_stopped_not_as_a_failed_run(app: App, browser: Any) -> None:
+    """Before: Stop ended with a red "run failed (aborted)" line."""
+    server = app()
+    session = server.new_session()
+    open_page(browser, server, session)
+    send(browser, "run the slow job")
+    wait_for(
+        browser, lambda d: any("progress 1/" in n.text for n in css(d, "[data-tool-call-id] .tool-output"))
+    )
+    css(browser, "#stop")[0].click()
+    wait_for(browser, lambda d: css(d, "[data-stopped]"))
+    assert not css(browser, "[data-error]")
+    assert css(browser, "#status")[0].text == "stopped"
+    assert call_state(browser) == ["interrupted"]
+
+
+def test_a_link_to_a_session_that_does_not_exist_says_so_and_stops_trying(app: App, browser: Any) -> None:
+    """Before: "disconnected, reconnecting…" and a request every second, for ever."""
+    server = app()
+    missing = "0" * 32
+    browser.get("about:blank")
+    browser.get(server.page(session=missing, token=server.token))
+    wait_for(browser, lambda d: "no such session" in css(d, "#status")[0].text)
+    assert "reconnecting" not in css(browser, "#status")[0].text
+    # No retry is pending: count the page's requests over three of its retry periods (1 s).
+    browser.execute_script(
+        "window.__fetches = 0; const f = window.fetch;"
+        "window.fetch = (...a) => { window.__fetches += 1; return f(...a); };"
+    )
+    browser.execute_async_script("const done = arguments[arguments.length - 1]; setTimeout(done, 3000);")
+    assert browser.execute_script("return window.__fetches") == 0
+    assert "session=" not in browser.current_url
+    css(browser, "#new-session")[0].click()  # and the page is usable
+    wait_for(browser, lambda d: css(d, "#sessions [data-session-id].current"))
+
+
+def test_the_demo_asks_approval_for_the_file_the_message_names(app: App, browser: Any) -> None:
+    """Before: "delete pending.txt" asked to delete notes.txt."""
+    server = app()
+    session = server.new_session()
+    open_page(browser, server, session)
+    send(browser, "delete pending.txt")
+    wait_for(browser, lambda d: css(d, "[data-approval] [data-deny]"))
+    prompt = css(browser, "[data-approval]")[0].text
+    assert "pending.txt" in prompt and "notes.txt" not in prompt
+    css(browser, "[data-approval] [data-deny]")[0].click()
+    wait_for(browser, lambda d: call_state(d) == ["denied"])
+
+
+def test_a_message_over_the_size_limit_says_why_it_was_not_sent(app: App, browser: Any) -> None:
+    """Before: the status line showed "Error: POST /sessions/…/messages → 413"."""
+    server = app()
+    session = server.new_session()
+    open_page(browser, server, session)
+    browser.execute_script("document.getElementById('input').value = 'x'.repeat(1024 * 1024 + 1);")
+    css(browser, "#send")[0].click()
+    wait_for(browser, lambda d: "not sent" in css(d, "#status")[0].text)
+    status = css(browser, "#status")[0].text
+    assert status == "not sent: the message is larger than 1 MB", status
+    assert len(css(browser, "#input")[0].get_attribute("value")) == 1024 * 1024 + 1  # kept to edit
+    assert server.history(session) == []

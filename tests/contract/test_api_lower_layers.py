@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from api_helpers import KEY, add, call, make, tool_results
+from recorded import RECORDED
 
 import agentcore
 from agentcore import Agent, AgentError, Usage
@@ -206,9 +207,6 @@ def test_unknown_vendor_finish_reason_is_other(srv: ModelServer) -> None:
     assert result.finish_reason == "other" and result.text == "hi"
 
 
-RECORDED = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "recorded"
-
-
 RECORDED_PATHS = sorted(RECORDED.glob("*/*.json"))
 
 
@@ -218,7 +216,6 @@ def replay_server() -> Iterator[ModelServer]:
         yield server
 
 
-@pytest.mark.skipif(not RECORDED_PATHS, reason="no recorded fixtures")
 @pytest.mark.parametrize("path", RECORDED_PATHS, ids=[p.stem for p in RECORDED_PATHS])
 def test_recorded_reply_through_llm_chat(replay_server: ModelServer, path: Path) -> None:
     fixture = json.loads(path.read_text(encoding="utf-8"))

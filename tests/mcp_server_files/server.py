@@ -2,6 +2,7 @@
 
     python server.py stdio NAME          # speaks MCP on stdin/stdout
     python server.py http NAME           # streamable HTTP on 127.0.0.1; prints the port first
+    python server.py stdio-ascii NAME    # stdio, its JSON written with non-ASCII as \\uXXXX escapes
 
 `MARKERS` (environment) is a folder where the slow tool records what the server saw:
 `<tag>.started` when the call began, `<tag>.cancelled` when the client's cancellation arrived.
@@ -99,6 +100,51 @@ def crash() -> str:
     os._exit(3)
 
 
+@server.tool(structured_output=False)
+def listing() -> str:
+    """A file name as os.listdir() returns it for a name that is not UTF-8."""
+    return "report-\udcff.txt"
+
+
+@server.tool()
+def listing_json() -> types.CallToolResult:
+    """Structured: names cut in the middle of an emoji (a lone high surrogate)."""
+    names = ["caf\ud83d", "ok.txt"]
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=" ".join(names))], structuredContent={"names": names}
+    )
+
+
+def serve_stdio_ascii() -> None:
+    """stdio whose JSON escapes non-ASCII (as Python's json.dumps does, and JSON.stringify for a
+    lone surrogate): the only way a lone surrogate crosses the wire — the SDK's own writer fails."""
+    import json
+
+    from mcp.server.stdio import stdio_server
+
+    lowlevel = getattr(server, "_lowlevel_server", None) or server._mcp_server  # type: ignore[attr-defined]
+    out = sys.stdout.buffer
+
+    async def main() -> None:
+        stdin = anyio.wrap_file(sys.stdin)
+        async with stdio_server(stdin=stdin, stdout=anyio.wrap_file(sys.stderr)) as (read, write):
+            sender, receiver = anyio.create_memory_object_stream[Any](0)
+
+            async def write_ascii() -> None:
+                async for message in receiver:
+                    wire = message.message.model_dump(mode="json", by_alias=True, exclude_unset=True)
+                    out.write(json.dumps(wire).encode() + b"\n")
+                    out.flush()
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(write_ascii)
+                await lowlevel.run(read, sender, lowlevel.create_initialization_options())
+                tasks.cancel_scope.cancel()
+            del write
+
+    anyio.run(main)
+
+
 def serve_http() -> None:
     import uvicorn
 
@@ -113,5 +159,7 @@ def serve_http() -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "http":
         serve_http()
+    elif sys.argv[1] == "stdio-ascii":
+        serve_stdio_ascii()
     else:
         server.run("stdio")

@@ -1,4 +1,4 @@
-"""The chat adapter against real recorded traffic (`shared/fixtures/recorded/chat/`).
+"""The chat adapter against real recorded traffic (`tests/fixtures/recorded/chat/`).
 
 Replies: every fixture goes through our parser (SSE through `SSEParser` + `stream()`, JSON
 through `parse`, errors through `error()`) and must match `expect`, computed by OpenAI's SDK.
@@ -15,18 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from recorded import OPENAPI, RECORDED
 
 from agentcore import output
 from agentcore._utils.sse import SSEParser
 from agentcore.protocols.base import DEFAULT_CAPABILITIES, LLMResult, Request
 from agentcore.protocols.chat import adapter
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-FIXTURES = SHARED / "fixtures" / "recorded" / "chat"
-SCHEMAS = SHARED / "schemas" / "openai-openapi-requests.json"
-
-if not FIXTURES.is_dir():
-    pytest.skip(f"recorded fixtures not found at {FIXTURES}", allow_module_level=True)
+FIXTURES = RECORDED / "chat"
+SCHEMAS = OPENAPI
 
 FIXTURE_FILES = sorted(FIXTURES.glob("*.json"))
 FILE_LABEL = re.compile(r"^This is file ([0-9a-f]+):$")
@@ -319,8 +316,6 @@ def with_nullable(node: Any) -> Any:
 @cache
 def request_validator() -> Any:
     jsonschema = pytest.importorskip("jsonschema")
-    if not SCHEMAS.is_file():
-        pytest.skip(f"OpenAI request schema not found at {SCHEMAS}")
     components = with_nullable(json.loads(SCHEMAS.read_text(encoding="utf-8"))["components"])
     schema = {"$ref": "#/components/schemas/CreateChatCompletionRequest", "components": components}
     return jsonschema.Draft202012Validator(schema)

@@ -1,6 +1,6 @@
 """Recorded real traffic for the responses, anthropic and gemini adapters.
 
-Every fixture in `shared/fixtures/recorded/{responses,anthropic,gemini}/` (see its README) is
+Every fixture in `tests/fixtures/recorded/{responses,anthropic,gemini}/` (see its README) is
 checked twice:
 
 * its response goes through our parser (SSE through `SSEParser`, then `stream()`; JSON through
@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from openapi_check import OPENAPI, validate_create_response
+from openapi_check import validate_create_response
+from recorded import RECORDED
 
 from agentcore import output as output_specs
 from agentcore._utils.sse import SSEParser
@@ -32,8 +33,6 @@ from agentcore.errors import AgentError
 from agentcore.protocols import get
 from agentcore.protocols.base import DEFAULT_CAPABILITIES, LLMResult, Request
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-RECORDED = SHARED / "fixtures" / "recorded"
 PROTOCOLS = ("responses", "anthropic", "gemini")
 
 # fixture id -> why we believe the recorded expectation is wrong (each one skipped, with its reason).
@@ -42,8 +41,7 @@ WRONG_FIXTURES: dict[str, str] = {}
 
 def _fixture_paths() -> list[Any]:
     paths = [p for protocol in PROTOCOLS for p in sorted((RECORDED / protocol).glob("*.json"))]
-    if not paths:
-        return [pytest.param(None, marks=pytest.mark.skip(reason=f"no recorded fixtures under {RECORDED}"))]
+    assert paths, f"no recorded fixtures under {RECORDED}"
     return [pytest.param(p, id=p.stem) for p in paths]
 
 
@@ -571,8 +569,6 @@ def test_request_has_the_vendor_shape(path: Path) -> None:
 
 def test_the_openapi_check_rejects_a_malformed_body() -> None:
     """Guards the validator itself: a function_call without call_id is not a CreateResponse."""
-    if not OPENAPI.exists():
-        pytest.skip(f"no OpenAPI schema at {OPENAPI}")
     with pytest.raises(AssertionError):
         validate_create_response(
             {"model": "m", "input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}

@@ -7,17 +7,18 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 from background import returns_within
+from recorded import RECORDED
 
+from agentcore import Agent, AgentError
 from agentcore._utils.sse import SSEParser
 from agentcore.testing import ModelServer, Recorded
 
-FIXTURES = Path("/work/shared/fixtures/recorded/chat")
+FIXTURES = RECORDED / "chat"
 CHAT = "/chat/completions"
 
 
@@ -365,14 +366,43 @@ def test_callable_items_see_the_recorded_request() -> None:
 
 
 def test_a_failing_callable_answers_500_and_is_kept() -> None:
+    """API.md §Details "The local model server". Before: a plain 500 that the default retry policy
+    retried for ever, so a test hung instead of failing with the real error."""
+
     def broken(recorded: Recorded) -> str:
         raise RuntimeError("bug in the test")
 
-    with ModelServer([broken, "next"]) as server:
-        response = post(server)
-        assert post(server).json()["choices"][0]["message"]["content"] == "next"
-    assert response.status_code == 500 and "bug in the test" in response.json()["error"]["message"]
-    assert [str(e) for e in server.errors] == ["bug in the test"]
+    server = ModelServer([broken, "next", broken])
+    response = post(server)
+    assert post(server).json()["choices"][0]["message"]["content"] == "next"
+    post(server)
+    assert response.status_code == 500
+    assert response.json()["error"]["message"] == "ModelServer script error: RuntimeError: bug in the test"
+    assert response.headers["x-should-retry"] == "false"
+    assert [str(e) for e in server.errors] == ["bug in the test", "bug in the test"]
+    with pytest.raises(RuntimeError, match="bug in the test") as raised:
+        server.close()
+    assert raised.value is server.errors[0]  # the first one
+    server.close()  # once: a second close is quiet
+
+
+def test_leaving_the_with_block_raises_what_a_callable_raised_and_the_agent_did_not_retry() -> None:
+    def broken(recorded: Recorded) -> str:
+        raise KeyError("no such fixture")
+
+    failure: list[AgentError] = []
+    with pytest.raises(KeyError, match="no such fixture"), ModelServer([broken, "never asked"]) as server:
+        agent = Agent(config={"base_url": server.base_url, "model": "m", "retry_base_delay": 0.01})
+        try:
+            agent.send("hi")
+        except AgentError as error:
+            failure.append(error)
+        finally:
+            agent.close()
+    (error,) = failure
+    assert error.kind == "server" and error.status == 500 and not error.retryable
+    assert "KeyError: 'no such fixture'" in error.message
+    assert len(server.requests) == 1  # not retried
 
 
 def test_exhausted_script_uses_the_default() -> None:
@@ -485,3 +515,24 @@ def test_closed_server_refuses_connections() -> None:
         requests.post(url + CHAT, json={}, timeout=2)
     with pytest.raises(RuntimeError):
         server.start()
+
+
+def test_a_request_whose_client_left_mid_body_uses_no_script_item() -> None:
+    """A client killed while sending (tests/store SIGKILL runs): before, its half-received request
+    took a script item and reached script functions with no body (which then raised)."""
+    import socket
+
+    seen: list[Any] = []
+
+    def reply(recorded: Recorded) -> str:
+        seen.append(recorded.body)
+        return f"answered {recorded.body['messages'][0]['content']}"
+
+    with ModelServer(default=reply) as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+            head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n"
+            sock.sendall(head + b'{"model": "m", "mess')
+        response = post(server)
+        assert response.json()["choices"][0]["message"]["content"] == "answered hi"
+    assert len(seen) == 1 and len(server.requests) == 1  # close() joined every handler
+    assert b'{"model": "m", "mess' in [r.raw for r in server.log] and len(server.log) == 2

@@ -2,18 +2,18 @@
 
 Every reply is read back with the project's own adapters (`agentcore.protocols`), as the
 library reads a real vendor, and its wire shape is checked against the recorded vendor
-traffic in /work/shared/fixtures/recorded.
+traffic in tests/fixtures/recorded.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
+from recorded import RECORDED
 
 from agentcore import protocols
 from agentcore._utils.sse import SSEParser
@@ -24,7 +24,7 @@ from agentcore.testing.encoders import anthropic as anthropic_wire
 from agentcore.testing.encoders import gemini as gemini_wire
 from agentcore.testing.encoders import responses as responses_wire
 
-FIXTURES = Path("/work/shared/fixtures/recorded")
+FIXTURES = RECORDED
 PROTOCOLS = ("responses", "anthropic", "gemini")
 STREAM = pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
 EACH = pytest.mark.parametrize("protocol", PROTOCOLS)

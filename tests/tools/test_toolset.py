@@ -164,10 +164,13 @@ def test_record_whose_key_is_execute_is_still_a_record() -> None:
     assert list(tools) == ["execute"]
 
 
-def test_later_tool_wins_inside_one_adopt() -> None:
-    tools = adopt([_dict_tool("t", "first"), _dict_tool("t", "second")])
-    assert len(tools) == 1
-    assert execute("t", {}, tools)["output"]["value"] == "second"
+def test_two_tools_of_one_name_in_one_adopt_list_are_a_config_error() -> None:
+    """API.md §Details "Names and shapes rejected early" (was: the later one won, silently)."""
+    with pytest.raises(AgentError) as caught:
+        adopt([_dict_tool("t", "first"), _dict_tool("t", "second")])
+    assert caught.value.kind == "config"
+    assert "two tools named 't'" in str(caught.value) and "item 0" in str(caught.value)
+    assert "item 1" in str(caught.value)
 
 
 def test_mcp_style_object() -> None:

@@ -73,12 +73,12 @@ def test_nothing_listening_is_logged_and_a_stop_names_the_failure(
         agent.close()
     error = box["error"]
     assert isinstance(error, AgentError) and error.kind == "aborted"
-    assert "waiting to retry" in error.message and "Connection refused" in error.message
+    assert "waiting to retry" in error.message and "connection refused" in error.message
     assert error.cause is not None and error.cause.kind == "network"  # type: ignore[attr-defined]
     record = next(r for r in caplog.records if "retry" in r.getMessage())
     assert record.levelno == logging.WARNING and record.name == "agentcore"
     text = record.getMessage()
-    assert "kind=network" in text and "retry 1 in 5.00 s" in text and "Connection refused" in text
+    assert "kind=network" in text and "retry 1 in 5.00 s" in text and "connection refused" in text
 
 
 def test_a_401_is_retried_with_a_warning_that_hides_the_key(caplog: pytest.LogCaptureFixture) -> None:

@@ -94,8 +94,19 @@ def _load(protocol: str) -> ModuleType | None:
 # ---------------------------------------------------------------- helpers for encoders
 
 
+def wire_json(value: Any, separators: tuple[str, str] | None = None) -> str:
+    """JSON text as servers send it: UTF-8 as is, and a lone surrogate (a script's "caf\\ud83d")
+    as its `\\ud83d` escape, which UTF-8 cannot carry otherwise — what a real server's JSON does."""
+    text = json.dumps(value, ensure_ascii=False, separators=separators)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, separators=separators)
+    return text
+
+
 def sse(data: dict[str, Any] | str, event: str | None = None, newline: str = "\n") -> bytes:
     """One SSE event: `event: <event>` (when given) and `data: <compact JSON>`, then a blank line."""
-    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    text = data if isinstance(data, str) else wire_json(data, separators=(",", ":"))
     head = f"event: {event}{newline}" if event is not None else ""
     return f"{head}data: {text}{newline}{newline}".encode()

@@ -97,7 +97,7 @@ def overflow_body() -> dict[str, Any]:
 
 def fake_signature(text: str) -> str:
     """The `signature` sent with a thinking block whose text is `text`."""
-    return base64.b64encode(f"signature:{text}".encode()).decode()
+    return base64.b64encode(f"signature:{text}".encode("utf-8", "surrogatepass")).decode()
 
 
 # ---------------------------------------------------------------- content blocks

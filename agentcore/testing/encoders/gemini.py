@@ -109,7 +109,7 @@ def overflow_body() -> dict[str, Any]:
 
 def fake_signature(name: str) -> str:
     """The `thoughtSignature` sent on the part that starts a reply: a call of `name`, or text ("")."""
-    return base64.b64encode(f"thought_signature:{name}".encode()).decode()
+    return base64.b64encode(f"thought_signature:{name}".encode("utf-8", "surrogatepass")).decode()
 
 
 # ---------------------------------------------------------------- parts

@@ -85,7 +85,7 @@ def overflow_body() -> dict[str, Any]:
 
 def fake_encrypted_content(text: str) -> str:
     """The `encrypted_content` sent with a reasoning item whose summary is `text`."""
-    return base64.b64encode(f"encrypted:{text}".encode()).decode()
+    return base64.b64encode(f"encrypted:{text}".encode("utf-8", "surrogatepass")).decode()
 
 
 # ---------------------------------------------------------------- output items
