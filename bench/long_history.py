@@ -14,7 +14,8 @@ Rows: text turns of ~200 characters (as a chat history holds them),
 - 3,000 entries, `max_context_tokens` large enough to send them all;
 - 3,000 entries with the default budget (128k tokens): compaction has run (a summary every ~850
   entries), so each request carries the selection, not the whole history;
-- 1,000 and 10,000 entries, everything sent: what a send costs beyond carrying its JSON.
+- 1,000 and 10,000 entries, everything sent: what a send costs beyond carrying its JSON;
+- 680 and 3,346 entries (the sizes issue 23 quoted), with each budget (not with `--quick`).
 
 Targets (issue 23): send ≤ 1.2× the bare loop on 3,000 entries, with both budgets; per send, a
 10,000-entry history within 1.2× of a 1,000-entry one beyond the JSON the request must carry.
@@ -179,6 +180,10 @@ def main() -> None:
         "1,000 entries, all sent": measure(1000, float("inf"), None, repeats),
         "10,000 entries, all sent": measure(10000, float("inf"), None, repeats),
     }
+    if not args.quick:  # the sizes issue 23 quoted: 680 and 3,346 entries
+        for entries in (680, 3346):
+            rows[f"{entries:,} entries, all sent"] = measure(entries, float("inf"), None, repeats)
+            rows[f"{entries:,} entries, default budget"] = measure(entries, 128000, 850, repeats)
     print()
     print("client ms per send (wall time − the server's busy time), median (range); ratio per send")
     print()
