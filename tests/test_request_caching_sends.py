@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_request_caching import (
@@ -154,3 +155,36 @@ def numbered(bodies: list[bytes]) -> list[bytes]:
     """The bodies with each made-up id replaced by its number in order of first appearance."""
     seen: dict[bytes, bytes] = {}
     return [RANDOM_ID.sub(lambda m: seen.setdefault(m.group(0), b"id%d" % len(seen)), b) for b in bodies]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_history_holding_a_lone_surrogate_sends_the_same_bytes_send_after_send(protocol: str) -> None:
+    """An unencodable entry makes the kept encoding fail; the body is then made from scratch with
+    U+FFFD, at every send, and the kept text stays what it was (never a half-encoded piece)."""
+    poisoned = {"role": "assistant", "content": [{"type": "text", "text": "caf\udce9"}]}
+    first = [{"role": "user", "content": "hello"}, poisoned]
+    script: list[Any] = [{"tool_calls": [{"name": "step", "arguments": {"n": 0}}]}, "one", "two", "three"]
+    with ModelServer(script) as kept_server, ModelServer(script) as plain_server:
+        bodies = []
+        for server, enabled in ((kept_server, True), (plain_server, False)):
+            agent = Agent(
+                config={
+                    "base_url": server.base_url,
+                    "model": "m",
+                    "protocol": protocol,
+                    "cache": False,
+                    "no_tool_rounds": 1,
+                },
+                tools=[step],
+                history=copy.deepcopy(first),
+            )
+            with caches(enabled):
+                for n in range(3):
+                    if n == 2:  # the poisoned entry edited away in place: the kept text takes over again
+                        agent.history[1]["content"][0]["text"] = "café"
+                    agent.send(f"question {n}")
+            agent.close()
+            bodies.append(numbered([r.raw for r in server.log]))
+    assert len(bodies[0]) == 4 and bodies[0] == bodies[1]
+    assert all("caf\ufffd".encode() in body for body in bodies[0][:3])
+    assert "café".encode() in bodies[0][3] and "\ufffd".encode() not in bodies[0][3]
