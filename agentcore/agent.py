@@ -91,6 +91,7 @@ class Agent:
         self._hooks = {k: v for k, v in check_hooks(hooks).items() if v is not None}
         self._listeners = Listeners()
         self._queues = Queues()
+        self._journal: Any = None  # a MemoryJournal, made at the first run or decision (no session)
         self.session = session
         if session is not None:
             history = session.load()
@@ -183,21 +184,47 @@ class Agent:
 
     # ------------------------------------------------------------ steering (queues.py)
 
+    # With a session the queues are the store's: `store.steer()` from any process feeds them too.
+
     def steer(self, message: Any) -> None:
         """Queue a user message for the next point where the model can take it (from any thread)."""
-        self._queues.add("steer", queued_entry(message, self._config))
+        self._queue_box().add("steer", queued_entry(message, self._config))
 
     def follow_up(self, message: Any) -> None:
         """Queue a user message delivered only when the run would otherwise end."""
-        self._queues.add("follow_up", queued_entry(message, self._config))
+        self._queue_box().add("follow_up", queued_entry(message, self._config))
 
     def queued(self) -> dict[str, list[Message]]:
         """`{"steer": [...], "follow_up": [...]}`: copies of the entries delivery will append."""
-        return self._queues.queued()
+        result: dict[str, list[Message]] = self._queue_box().queued()
+        return result
 
     def clear_queues(self) -> dict[str, list[Message]]:
         """Empty both queues; returns what was removed, shaped like `queued()`."""
-        return self._queues.clear()
+        result: dict[str, list[Message]] = self._queue_box().clear()
+        return result
+
+    # ------------------------------------------------------------ approvals (durable.py)
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The calls waiting for a decision now: `{tool_call_id, tool_name, input, input_hash}`.
+
+        With a session, from any process that opens it.
+        """
+        from . import durable
+
+        return durable.pending(self._journal_box(), self.history)
+
+    def decide(
+        self, tool_call_id: str, allow: bool, *, reason: str | None = None, input_hash: str | None = None
+    ) -> None:
+        """Record a decision on a waiting call (durably, with a session); `resume()` then acts on it.
+
+        Raises:
+            AgentError: kind "conflict" when `input_hash` is not the call's (a stale view);
+                kind "request" for an unknown or already decided call.
+        """
+        self._journal_box().decide(tool_call_id, allow, reason, input_hash)
 
     def as_tool(
         self,
@@ -312,7 +339,9 @@ class Agent:
             raise AgentError("the send was cancelled before it started", kind="aborted")
         from . import loop as _loop
 
-        running, state = self._start(overrides, message, cancel, sinks=sinks, run_id=run_id)
+        running, state = self._start(
+            overrides, message, cancel, sinks=sinks, run_id=run_id, resume=message is None
+        )
         result: SendResult = self._runs.drive(running, lambda: _loop.run(state), cancel)
         return result
 
@@ -337,34 +366,70 @@ class Agent:
         callbacks: Mapping[str, Callable[..., Any]] | None = None,
         sinks: Sequence[Listener] = (),
         run_id: str | None = None,
+        resume: bool = False,
     ) -> tuple[Running, _loop.RunState]:
-        """Supersede the running task, then write the input and apply overrides — unless superseded first."""
+        """Supersede the running task (here, and the session's run elsewhere), then write the input
+        and apply overrides — unless superseded first."""
 
         def admit(running: Running, superseding: bool) -> _loop.RunState:
+            hold = running.hold
             kept = self._kept_for_a_run()
-            appended = self._write_first(overrides, message, kept, deliver=deliver, superseding=superseding)
+            appended = self._write_first(
+                overrides, message, hold, kept, deliver=deliver, superseding=superseding, resume=resume
+            )
             self._apply(overrides)
-            return self._run_state(running, appended, kept, callbacks, sinks, run_id)
+            return self._run_state(running, appended, kept, callbacks, sinks, run_id, resume)
 
-        return self._runs.begin(admit, cancel)
+        def take_session(running: Running) -> Any:
+            from . import durable
+
+            return durable.hold(
+                self.id,
+                self.session,
+                self._config,
+                running.cancel,
+                lambda handover: _stop_for(running, handover),
+                self._journal_box(),
+                self._queues,
+                handover=resume,
+            )
+
+        return self._runs.begin(admit, cancel, hold=take_session, handover=resume)
 
     def _write_first(
-        self, overrides: Overrides, message: Message | None, kept: Any, *, deliver: bool, superseding: bool
+        self,
+        overrides: Overrides,
+        message: Message | None,
+        hold: Any,
+        kept: Any,
+        *,
+        deliver: bool,
+        superseding: bool,
+        resume: bool,
     ) -> list[Message]:
         """Append the input and the queued steers (with a session: all of it or nothing); returns them.
 
-        Steers follow the input, or precede it when superseding (they were meant for the old run).
+        Steers follow the input, or precede it when superseding (they were meant for the old run);
+        a resume that continues open calls delivers them after their results (loop.py).
         """
         from .history import write_input
 
         history = overrides.history if overrides.history is not None else self.history
+        hold.sync(history)
         entries = [message] if message is not None else []
-        steers = self._queues.take("steer", "all") if deliver else []
+        deliver = deliver and not (resume and _has_open_calls(history))
+        steers = hold.queues.take("steer", "all") if deliver else []
         try:
-            ordered = steers + entries if superseding else entries + steers
-            return write_input(history, ordered, self.session, known=kept.reuse)
+            return write_input(
+                history,
+                steers + entries if superseding else entries + steers,
+                self.session,
+                hold.journal,
+                resume=resume,
+                known=kept.reuse,
+            )
         except BaseException:
-            self._queues.give_back("steer", steers)  # nothing was written: they wait for the next run
+            hold.queues.give_back("steer", steers)  # nothing was written: they wait for the next run
             raise
 
     def _run_state(
@@ -375,17 +440,19 @@ class Agent:
         callbacks: Mapping[str, Callable[..., Any]] | None,
         sinks: Sequence[Listener],
         run_id: str | None,
+        resume: bool,
     ) -> _loop.RunState:
         """What the loop needs for the run `running` (its named points: `events`)."""
         from . import loop as _loop
         from .connection import Connection
 
+        hold = running.hold
         events = Emitter(
             self.id,
             run_id or random_hex(),
             dict(callbacks or self._callbacks),
             self._listeners,
-            sinks,
+            (*sinks, *hold.sinks),
             config=self._config,
         )
         session, history = self.session, self.history
@@ -399,10 +466,13 @@ class Agent:
             connection=Connection.of(self._config),
             pool=self._pool(),
             hooks=Hooks(self._hooks),
-            queues=self._queues,
+            queues=hold.queues,
             appended=appended,
             unannounced=list(appended),
             on_append=None if session is None else lambda _entry: session.commit(history),
+            journal=hold.journal,
+            resume=resume,
+            handover=lambda: running.handover,
             reuse=kept.reuse,
             memo=kept.memo,
         )
@@ -455,6 +525,19 @@ class Agent:
             pool.max_concurrency = limit
         return pool
 
+    def _journal_box(self) -> Any:
+        """The session's journal, or this agent's own (made on first use)."""
+        if self.session is not None:
+            return self.session.journal()
+        if self._journal is None:
+            from .store.journal import MemoryJournal
+
+            self._journal = MemoryJournal()
+        return self._journal
+
+    def _queue_box(self) -> Any:
+        return self.session.queues() if self.session is not None else self._queues
+
     def _refuse_closed(self, what: str) -> None:
         if self._closed:
             raise AgentError(f"the agent is closed: {what}() needs a new Agent", kind="request")
@@ -462,6 +545,18 @@ class Agent:
     def _refuse_inside_run(self, what: str) -> None:
         if self._runs.inside():
             raise AgentError(f"{what}() cannot be called from inside this agent's own run", kind="request")
+
+
+def _stop_for(running: Running, handover: bool) -> None:
+    """Another process asked this run to stop (`handover`: a resume takes over from it)."""
+    running.handover = handover
+    running.cancel.set()
+
+
+def _has_open_calls(history: list[Message]) -> bool:
+    from .call_ids import open_calls
+
+    return bool(open_calls(history))
 
 
 def _close_pools(box: list[Any]) -> None:

@@ -3,11 +3,15 @@
     batch = Batch(state, calls)
     results = batch.run()          # one result dict per call, in call order
 
-Per call: `on_tool_call` → argument check → `before_tool_call` → `on_permission` →
+Per call: `on_tool_call` → argument check → `before_tool_call` → `on_permission` (or the
+journal's decision, for a call resumed after a crash or an approval) → the journal's claim →
 `tool_execution_start` → the tool → `after_tool_call` → `on_tool_result` / `tool_execution_end`.
 Calls run in parallel, except that `tool_execution: "sequential"` runs one at a time, and a tool
 with `execution_mode: "sequential"` is a barrier inside a parallel round. Whatever happens,
-every call gets exactly one result (`close` answers the unfinished ones as interrupted).
+every call gets exactly one result (`close` answers the unfinished ones as interrupted) — except
+a deferred call (`on_permission` returned "defer", or a `needs_approval` tool and no
+`on_permission`): it is recorded in the journal as pending and waits, without a result, for a
+decision (`batch.pending` lists them; API.md §Durable sessions).
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ from typing import Any, Protocol
 from ._utils import surrogates
 from ._utils.cancel import Signal, child
 from ._utils.threads import spawn
+from .errors import AgentError
 from .events import Emitter, ToolScope, tool_scope
 from .hooks import HookFailed, Hooks
 from .protocols.base import ToolCall
+from .store.journal import INPUT_CHANGED, NO_DECISION, CallRecord, Journal, input_hash
 from .tools.execute import check_call, run_checked
 from .tools.handlers import ToolSet
 from .tools.shape import denied_result, error_result, interrupted_result, shape, validate_block
@@ -42,12 +48,39 @@ class RunState(Protocol):
     hooks: Hooks
 
 
-class Batch:
-    """The calls of one round, each on its own thread (or inline when nothing needs a thread)."""
+# The result slot of a call left without a result: deferred (it waits for a decision), or never
+# started when a resume took the run over (the resume runs it). Never written, never announced.
+_NO_RESULT: dict[str, Any] = {"deferred": True}
 
-    def __init__(self, state: RunState, calls: list[ToolCall]) -> None:
+
+class Batch:
+    """The calls of one round, each on its own thread (or inline when nothing needs a thread).
+
+    Args:
+        state: the run's state; `state.journal` (when present) records each call's start.
+        calls: the calls, in call order.
+        records: journal records of these calls, for calls resumed after a crash, a supersede
+            or an approval: their decision replaces `on_permission`, and a started call runs
+            again only for a `replay: "safe"` tool.
+    """
+
+    def __init__(
+        self,
+        state: RunState,
+        calls: list[ToolCall],
+        records: dict[str, CallRecord] | None = None,
+        claimed: frozenset[str] = frozenset(),
+    ) -> None:
         self.state = state
         self.calls = calls
+        self.journal: Journal | None = getattr(state, "journal", None)
+        self.records = records or {}
+        # Deferred calls: call id -> the pending dict (tool_call_id, tool_name, input, input_hash).
+        self._pending: dict[str, dict[str, Any]] = {}
+        # Calls the journal let start: once claimed, a call is answered even when handed over.
+        # `claimed`: recorded as started with the reply that carries them (`reply_claims`).
+        self._preclaimed = claimed
+        self._claimed: set[str] = set(claimed)
         self.results: list[dict[str, Any] | None] = [None] * len(calls)
         self.cancel, self._unfollow = child(state.cancel)
         # The first failure of a deciding callback (on_permission or a hook): it fails the send.
@@ -114,12 +147,24 @@ class Batch:
             self._done.notify_all()
 
     def close(self) -> list[dict[str, Any]]:
-        """Answer every unfinished call as interrupted; later results are dropped."""
+        """Answer every unfinished call as interrupted; later results are dropped.
+
+        Returns the results of the answered calls (`answered`), in call order: a deferred call
+        has none, and neither has a call never started when a resume took the run over (the
+        resume runs it: `state.handover`).
+        """
         self._unfollow()
+        handover = getattr(self.state, "handover", None)
+        handed_over = (
+            self.journal is not None and self.cancel.is_set() and handover is not None and handover()
+        )
         unanswered = []
         with self._done:
             for index, result in enumerate(self.results):
-                if result is None:
+                never_started = self.calls[index].id not in self._claimed
+                if handed_over and never_started and (result is None or result.get("interrupted")):
+                    self.results[index] = _NO_RESULT
+                elif result is None:
                     self.results[index] = interrupted_result()
                     unanswered.append(index)
         for index in unanswered:
@@ -129,7 +174,21 @@ class Batch:
         for index, thread in self._threads.items():
             if index not in unanswered:
                 thread.join()
-        return [r for r in self.results if r is not None]
+        if self.journal is not None:
+            self.journal.settle(
+                c.id for c, r in zip(self.calls, self.results, strict=True) if r is not _NO_RESULT
+            )
+        return [r for r in self.results if r is not None and r is not _NO_RESULT]
+
+    @property
+    def answered(self) -> list[ToolCall]:
+        """The calls that have a result (every call but the deferred ones), in call order."""
+        return [c for c, r in zip(self.calls, self.results, strict=True) if r is not _NO_RESULT]
+
+    @property
+    def pending(self) -> list[dict[str, Any]]:
+        """The deferred calls, in call order: what `approval_required` and `SendResult.pending` carry."""
+        return [self._pending[c.id] for c in self.calls if c.id in self._pending]
 
     # ------------------------------------------------------------ one call
 
@@ -154,7 +213,8 @@ class Batch:
             # Cancel only once the failed call's error result is stored: cancelling first would
             # let close() answer it as interrupted.
             self.cancel.set()
-        self.state.events.tool_end(self._rewritten.get(call.id, call), result)
+        if result is not _NO_RESULT:
+            self.state.events.tool_end(self._rewritten.get(call.id, call), result)
 
     def _fail(self, exc: BaseException) -> None:
         if self.failure is None:
@@ -180,13 +240,15 @@ class Batch:
                 problem = check_call(state.tools, call)
                 if problem is not None:
                     return problem
-        on_permission = events.callbacks.get("on_permission")
-        if on_permission is not None:
-            denied = self._ask(on_permission, call)
-            if denied is not None:
-                return denied
+        record = self.records.get(call.id)
+        decided = self._recorded(call, record) if record is not None else self._permission(call)
+        if decided is not None:
+            return decided
         if self.cancel.is_set():
             return interrupted_result()
+        claimed = self._claim(call)
+        if claimed is not None:
+            return claimed
         events.tool_start(call, input)
         # The scope tells a delegating tool (a sub-agent) which call it works for (subagent.py).
         scope = ToolScope(events, call, self.cancel)
@@ -230,8 +292,80 @@ class Batch:
             result["stop"] = True
         return result
 
+    # ------------------------------------------------------------ decisions and the journal
+
+    def _permission(self, call: ToolCall) -> dict[str, Any] | None:
+        """A call met for the first time: None when it may run, else its result (or _NO_RESULT)."""
+        on_permission = self.state.events.callbacks.get("on_permission")
+        if on_permission is not None:
+            return self._ask(on_permission, call)
+        if self._flag(call, "needs_approval") is True:
+            return self._defer(call)
+        return None
+
+    def _recorded(self, call: ToolCall, record: CallRecord) -> dict[str, Any] | None:
+        """A resumed call: its journal record decides (None: it may be claimed now)."""
+        state = record.state
+        if state == "pending":
+            self._pending[call.id] = record.pending_view()
+            return _NO_RESULT
+        if state == "denied":
+            return denied_result(record.reason)
+        if state == "closed":
+            return denied_result(NO_DECISION)
+        if state == "started" and self._flag(call, "replay") != "safe":
+            return interrupted_result()
+        if state == "allowed" and record.input_hash != input_hash(call.arguments):
+            return denied_result(INPUT_CHANGED)
+        return None
+
+    def _claim(self, call: ToolCall) -> dict[str, Any] | None:
+        """Record the call as started — the one start it gets; None when it may run now."""
+        if self.journal is None or call.id in self._preclaimed:
+            return None
+        try:
+            outcome, reason = self.journal.claim(
+                call.id, call.name, input_hash(call.arguments), replay=self._flag(call, "replay") == "safe"
+            )
+        except AgentError as exc:
+            if exc.kind == "aborted":
+                # The session is held by another run now: this one may start nothing more.
+                self.cancel.set()
+                return interrupted_result()
+            self._fail(exc)
+            return error_result(f"the call journal failed, so the call did not run: {exc}")
+        if outcome == "run":
+            with self._done:
+                self._claimed.add(call.id)
+            return None
+        if outcome == "pending":
+            return self._defer(call)
+        if outcome == "started":
+            return interrupted_result()
+        return denied_result(reason or NO_DECISION)
+
+    def _defer(self, call: ToolCall) -> dict[str, Any]:
+        """Record the call as waiting for a decision; it gets no result now."""
+        if self.journal is None:
+            return denied_result("the call needs an approval, and this run has no journal to wait in")
+        hash = input_hash(call.arguments)
+        view = {"tool_call_id": call.id, "tool_name": call.name, "input": call.arguments, "input_hash": hash}
+        try:
+            self.journal.defer(call.id, call.name, call.arguments, hash)
+        except AgentError as exc:
+            if exc.kind == "aborted":
+                self.cancel.set()
+                return interrupted_result()
+            self._fail(exc)
+            return error_result(f"the call journal failed, so the call could not wait for a decision: {exc}")
+        self._pending[call.id] = view
+        return _NO_RESULT
+
+    def _flag(self, call: ToolCall, key: str) -> Any:
+        return self.state.tools.schema.get(call.name, {}).get(key)
+
     def _ask(self, on_permission: Callable[..., Any], call: ToolCall) -> dict[str, Any] | None:
-        """None when allowed; else the result to give (denied, interrupted, or an error)."""
+        """None when allowed; else the result to give (denied, deferred, interrupted, or an error)."""
         payload = {
             "tool_name": call.name,
             "input": call.arguments,
@@ -245,7 +379,40 @@ class Batch:
             return error_result(f"the permission check failed: {type(exc).__name__}: {exc}")
         if self.cancel.is_set():
             return interrupted_result()
+        if allowed == "defer" and isinstance(allowed, str):
+            return self._defer(call)
         return None if allowed is True else denied_result()
+
+
+def reply_claims(state: RunState, calls: list[ToolCall]) -> list[tuple[str, str, str]]:
+    """`(call_id, tool_name, input_hash)` of the calls that start as soon as their reply is written.
+
+    Those are recorded as started in the reply's own commit (one transaction for the round, not
+    one per call): the calls of the round's first group, when nothing can still stop them before
+    they start — no `on_permission`, no `before_tool_call` hook, a known tool that needs no
+    approval. Any other call is claimed by itself, right before it starts.
+    """
+    if getattr(state, "journal", None) is None or "before_tool_call" in state.hooks:
+        return []
+    if state.events.callbacks.get("on_permission") is not None:
+        return []
+    schema = state.tools.schema
+    first: list[ToolCall] = []
+    for call in calls:
+        sequential = (
+            state.config.get("tool_execution") == "sequential"
+            or schema.get(call.name, {}).get("execution_mode") == "sequential"
+        )
+        if sequential and first:
+            break
+        first.append(call)
+        if sequential:
+            break
+    return [
+        (c.id, c.name, input_hash(c.arguments))
+        for c in first
+        if c.name in state.tools and schema[c.name].get("needs_approval") is not True
+    ]
 
 
 class _PermissionFailed(Exception):
@@ -257,11 +424,11 @@ class _PermissionFailed(Exception):
 
 
 def failure_error(failure: BaseException) -> Any:
-    """The AgentError a failed deciding callback gives the send."""
-    from .errors import AgentError
-
+    """The AgentError a failed deciding callback (or the call journal) gives the send."""
     if isinstance(failure, HookFailed):
         return failure.to_error()
+    if isinstance(failure, AgentError):
+        return failure
     cause = failure.cause if isinstance(failure, _PermissionFailed) else failure
     error = AgentError(str(failure), kind="tool", cause=cause)
     error.__cause__ = cause

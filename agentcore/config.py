@@ -80,6 +80,7 @@ DEFAULTS: dict[str, Any] = {
     "tool_execution": "parallel",
     "steering_mode": "one-at-a-time",
     "follow_up_mode": "one-at-a-time",
+    "session_lease": 10.0,
 }
 
 # Keys whose value is replaced whole by a send override; capabilities and compact merge by key.
@@ -381,6 +382,18 @@ def _check_threshold(key: str, value: Any) -> None:
         _fail(key, value, "must be a number in (0, 1]")
 
 
+def _check_lease(key: str, value: Any) -> None:
+    # The keeper renews a lease every lease / 4, on a 100 ms tick: a shorter one could lapse while
+    # its holder is alive.
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not value >= 0.2
+        or math.isinf(value)
+    ):
+        _fail(key, value, "must be a number of seconds ≥ 0.2 (how long a silent run keeps its session)")
+
+
 def _check_output(key: str, value: Any) -> None:
     from .output import OutputSpec
 
@@ -487,4 +500,5 @@ _CHECKS: dict[str, Callable[[str, Any], None]] = {
     "tool_execution": _check_choice(("parallel", "sequential")),
     "steering_mode": _check_choice(("one-at-a-time", "all")),
     "follow_up_mode": _check_choice(("one-at-a-time", "all")),
+    "session_lease": _check_lease,
 }

@@ -370,6 +370,10 @@ class Emitter:
             self._callback("on_tool_result", payload)
         self.emit("tool_execution_end", {"tool_call_id": call.id, "tool_name": call.name, "result": result})
 
+    def approval_required(self, view: dict[str, Any]) -> None:
+        """A call was deferred and waits for `agent.decide()`: its pending dict (API.md §Durable sessions)."""
+        self.emit("approval_required", dict(view))
+
     # ------------------------------------------------------------ compaction
 
     def compact_sink(

@@ -8,7 +8,7 @@
 
     append_to(history, entry)        # the library's: stamps `id` and `created_at`, then appends
     tool_message(calls, results)     # one tool message with every result in call order
-    write_input(history, entries, session)   # a run's first entries: all committed, or none written
+    write_input(history, entries, session, journal)   # a run's first entries: all committed, or none
 
 History is plain JSON and append-only: the library adds entries, never edits or removes one.
 Every entry, whoever makes it, is built here.
@@ -214,12 +214,23 @@ def _render_result(part: Mapping[str, Any]) -> str:
 # ---------------------------------------------------------------- the entries the library writes
 
 
-def close_open_calls(history: list[Message], known: Any = None) -> list[Message]:
+class Closer(Protocol):
+    """What `close_open_calls` asks of a call journal (store/journal.py)."""
+
+    def close(self, call_ids: Sequence[str]) -> list[dict[str, Any]]: ...
+
+
+def close_open_calls(
+    history: list[Message], journal: Closer | None = None, known: Any = None
+) -> list[Message]:
     """Answer calls a loaded history left without a result (a process died mid-tool) as interrupted.
 
     A call without its result makes the vendors reject the conversation on every later request;
-    appending the missing results keeps history append-only and valid. Returns what was appended.
-    `known` (a `fold.Reuse`) tells the open calls from the entries its fold has not seen, when it can.
+    appending the missing results keeps history append-only and valid. With a `journal`, the
+    journal closes them first and says each result (a call that waited for a decision is denied:
+    "no decision was made before the conversation moved on"), so a later decision finds nothing
+    to decide. Returns what was appended. `known` (a `fold.Reuse`) tells the open calls from the
+    entries its fold has not seen, when it can.
     """
     from .tools.shape import interrupted_result
 
@@ -228,7 +239,11 @@ def close_open_calls(history: list[Message], known: Any = None) -> list[Message]
         pending = open_calls(history)
     if not pending:
         return []
-    message = tool_message(pending, [interrupted_result() for _ in pending])
+    if journal is None:
+        results = [interrupted_result() for _ in pending]
+    else:
+        results = journal.close([str(call["tool_call_id"]) for call in pending])
+    message = tool_message(pending, results)
     append_to(history, message)
     return [message]
 
@@ -236,23 +251,27 @@ def close_open_calls(history: list[Message], known: Any = None) -> list[Message]
 class Committer(Protocol):
     """What `write_input` needs of a store session (`store.Session`)."""
 
-    def check(self, history: list[Message]) -> None: ...
-
     def commit(self, history: list[Message]) -> None: ...
 
 
 def write_input(
-    history: list[Message], entries: list[Message], session: Committer | None, known: Any = None
+    history: list[Message],
+    entries: list[Message],
+    session: Committer | None,
+    journal: Closer | None = None,
+    *,
+    resume: bool = False,
+    known: Any = None,
 ) -> list[Message]:
-    """Answer open calls, append `entries`; with a session, commit all of it or write nothing.
+    """Close open calls, append `entries`; with a session, commit all of it or write nothing.
 
-    Returns what was appended (the interrupted results first, when a loaded history left calls open).
-    `known`: see `close_open_calls`.
+    A resume continues the open calls instead (loop.py). The caller has brought `history` up to
+    date with the session first (`Session.sync`, which also checks it). Returns what was
+    appended (the closing results first, when calls were left open). `known`: see
+    `close_open_calls`.
     """
-    if session is not None:
-        session.check(history)
     start = len(history)
-    appended = close_open_calls(history, known)
+    appended = [] if resume else close_open_calls(history, journal, known)
     for entry in entries:
         append_to(history, entry)
         appended.append(entry)
@@ -275,10 +294,7 @@ def call_part(call: ToolCall) -> dict[str, Any]:
 def tool_message(calls: list[dict[str, Any]], results: list[dict[str, Any]]) -> Message:
     message: Message = {
         "role": "tool",
-        "content": [
-            tool_result_part(str(c["tool_call_id"]), str(c["tool_name"]), r["output"])
-            for c, r in zip(calls, results, strict=True)
-        ],
+        "content": [_result_part(c, r) for c, r in zip(calls, results, strict=True)],
     }
     from .usage import Usage
 
@@ -286,6 +302,14 @@ def tool_message(calls: list[dict[str, Any]], results: list[dict[str, Any]]) -> 
     if delegated:
         message["sub_agent_usage"] = sum(delegated, Usage()).to_dict()
     return message
+
+
+def _result_part(call: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    part = tool_result_part(str(call["tool_call_id"]), str(call["tool_name"]), result["output"])
+    if result.get("interrupted"):
+        # Stored results say what happened: a UI can show an interrupted call after a reload.
+        part["interrupted"] = True
+    return part
 
 
 def append_to(history: list[Message], message: Message) -> None:

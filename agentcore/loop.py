@@ -1,7 +1,7 @@
 """One run of the loop: context → model → tools → repeat, until a reason to stop.
 
     result = run(RunState(agent_id, history, config, tools, events, cancel))
-    result.reason   # "finished" | "no-tool" | "tool-stop" | "step-limit" | "ended"
+    result.reason   # "finished" | "no-tool" | "tool-stop" | "step-limit" | "ended" | "approval"
 
 Invariants, whatever happens (cancel at any instant, tool crash, model error mid-stream):
 history only grows, and every tool call in it gets exactly one result.
@@ -23,8 +23,8 @@ from ._utils.memo import Memo, activated, copied
 from ._utils.retry import RetryPolicy
 from ._utils.retry import call as with_retries
 from ._utils.threads import Workers, reusing
-from .batch import Batch, failure_error
-from .call_ids import unique_part, unique_reply, used_ids
+from .batch import Batch, failure_error, reply_claims
+from .call_ids import open_calls, unique_part, unique_reply, used_ids
 from .config import Config
 from .connection import Connection
 from .context import Context, Reuse, build, over_threshold
@@ -37,6 +37,7 @@ from .protocols.base import DEFAULT_CAPABILITIES, LLMResult, ToolCall, tool_call
 from .protocols.errors import context_limit
 from .queues import Queue, Queues
 from .result import SendResult
+from .store.journal import Journal
 from .text_tools import mode as text_mode
 from .text_tools.mode import as_text, effective_mode, from_text, refused_tools
 from .tools.handlers import ToolSet
@@ -74,6 +75,13 @@ class RunState:
     partial: _Partial | None = None
     # Called after each entry the loop appends (a session commits it there); raising fails the run.
     on_append: Callable[[Message], None] | None = None
+    # Where each call is recorded as started, and deferred calls wait (store/journal.py).
+    journal: Journal | None = None
+    # A resume: the calls history holds without results are continued first (API.md §Durable
+    # sessions), and the queued steers are delivered after their results.
+    resume: bool = False
+    # True once a resume took this run over: the calls it never started are left open for it.
+    handover: Callable[[], bool] | None = None
     # The context of the current history length (and connection): the budget check and the request
     # of a round (and its retries) share one build, since history only grows during a run.
     context_cache: tuple[tuple[int, Any], Context] | None = None
@@ -131,7 +139,7 @@ def run(state: RunState) -> SendResult:
     try:
         with activated(state.memo), reusing(Workers()):
             try:
-                result = _rounds(state)
+                result = (_continue_open_calls(state) if state.resume else None) or _rounds(state)
             finally:
                 state.memo.new_run()  # between sends the agent keeps only what the next one reuses
     except HookFailed as failed:
@@ -156,8 +164,14 @@ def _rounds(state: RunState) -> SendResult:
         result, output = _model_round(state, reminder=_needs_reminder(state, skipped))
         state.steps += 1
         message = assistant_message(result)
+        claimed = _stage_claims(state, result.tool_calls)
         _append(state, message, reply=True)
-        results = _run_tools(state, result.tool_calls) if result.tool_calls else []
+        calls, results, pending = (
+            _run_tools(state, result.tool_calls, claimed=claimed) if result.tool_calls else ([], [], [])
+        )
+        if pending:
+            state.events.turn_end(state.steps, result, message, _payloads(calls, results))
+            return _finish(state, result, "approval", pending=pending)
         decision = _end_turn(state, result, message, results)
         at_limit = max_steps is not None and state.steps >= max_steps
         if decision == "end":
@@ -186,14 +200,18 @@ def _rounds(state: RunState) -> SendResult:
         _deliver(state, "steer")
 
 
+def _payloads(calls: list[ToolCall], results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {**r, "tool_call_id": c.id, "tool_name": c.name, "input": c.arguments}
+        for c, r in zip(calls, results, strict=True)
+    ]
+
+
 def _end_turn(
     state: RunState, result: LLMResult, message: Message, results: list[dict[str, Any]]
 ) -> str | None:
     """The round's history is written: the `finish_turn` hook decides, then `turn_end` is announced."""
-    payloads = [
-        {**r, "tool_call_id": c.id, "tool_name": c.name, "input": c.arguments}
-        for c, r in zip(result.tool_calls, results, strict=True)
-    ]
+    payloads = _payloads(result.tool_calls, results)
     decision = None
     if "finish_turn" in state.hooks:
         decision = state.hooks.finish_turn(
@@ -209,11 +227,11 @@ def _announce_start(state: RunState) -> None:
         state.events.message(entry)
 
 
-def _deliver(state: RunState, queue: Queue) -> bool:
+def _deliver(state: RunState, queue: Queue, mode: str | None = None) -> bool:
     """Append what this delivery point takes from `queue`; True if anything was delivered."""
     if state.queues is None:
         return False
-    mode = state.config["steering_mode" if queue == "steer" else "follow_up_mode"]
+    mode = mode or state.config["steering_mode" if queue == "steer" else "follow_up_mode"]
     taken = state.queues.take(queue, mode)
     for entry in taken:
         _append(state, entry)
@@ -233,8 +251,14 @@ def _needs_reminder(state: RunState, skipped: int) -> bool:
     return bool(skipped == rounds - 1)
 
 
-def _finish(state: RunState, result: LLMResult, reason: str, output: Any = None) -> SendResult:
-    return SendResult(result.text, state.steps, state.usage, reason, output, state.appended)
+def _finish(
+    state: RunState,
+    result: LLMResult,
+    reason: str,
+    output: Any = None,
+    pending: list[dict[str, Any]] | None = None,
+) -> SendResult:
+    return SendResult(result.text, state.steps, state.usage, reason, output, state.appended, pending or [])
 
 
 _NO_OUTPUT = object()
@@ -548,20 +572,86 @@ def compact_run(state: RunState) -> str:
 # ---------------------------------------------------------------- tools
 
 
-def _run_tools(state: RunState, calls: list[ToolCall]) -> list[dict[str, Any]]:
-    """Run the round's calls (batch.py); return results in call order; always append the tool message."""
-    batch = Batch(state, calls)
+def _stage_claims(state: RunState, calls: list[ToolCall]) -> frozenset[str]:
+    """The calls to record as started with their reply's commit (batch.reply_claims)."""
+    if not calls or state.journal is None:
+        return frozenset()
+    claims = reply_claims(state, calls)
+    if claims:
+        state.journal.stage(claims)
+    return frozenset(call_id for call_id, _, _ in claims)
+
+
+def _run_tools(
+    state: RunState,
+    calls: list[ToolCall],
+    records: dict[str, Any] | None = None,
+    claimed: frozenset[str] = frozenset(),
+) -> tuple[list[ToolCall], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Run the round's calls (batch.py); always append the tool message of those answered.
+
+    Returns the answered calls and their results in call order, and the deferred calls (their
+    `approval_required` events announced), which wait for a decision without a result.
+    """
+    batch = Batch(state, calls, records, claimed)
     try:
         batch.run()
     finally:
         results = batch.close()
-        _append(state, tool_message([call_part(c) for c in calls], results))
+        answered = batch.answered
+        if answered:
+            _append(state, tool_message([call_part(c) for c in answered], results))
     if batch.failure is not None:
         error = failure_error(batch.failure)
         raise error from error.__cause__
     if state.cancel.is_set():
         raise AgentError("the run was stopped", kind="aborted")
-    return [dict(r) for r in results]
+    for view in batch.pending:
+        state.events.approval_required(view)
+    return answered, [dict(r) for r in results], batch.pending
+
+
+def _continue_open_calls(state: RunState) -> SendResult | None:
+    """A resume: run the calls history holds without results, by their journal records.
+
+    Never started → run now; started → interrupted, or run again for `replay: "safe"`; approved
+    → run once; denied → execution-denied; still undecided → waits again, and the run ends with
+    "approval" without a model request. Then the queued steers are delivered (all of them).
+    """
+    parts = open_calls(state.history)
+    if not parts:
+        return None
+    calls = [ToolCall(str(p["tool_call_id"]), str(p["tool_name"]), _input_of(p)) for p in parts]
+    journal = state.journal
+    records = journal.records([c.id for c in calls]) if journal is not None else {}
+    _announce_start(state)
+    _answered, _results, pending = _run_tools(state, calls, records)
+    if pending:
+        return SendResult(
+            _last_text(state.history), 0, state.usage, "approval", None, state.appended, pending
+        )
+    _deliver(state, "steer", "all")
+    return None
+
+
+def _input_of(part: Mapping[str, Any]) -> dict[str, Any]:
+    value = part.get("input")
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def _last_text(history: list[Message]) -> str:
+    """The text of the last assistant reply in history ("" when there is none)."""
+    for entry in reversed(history):
+        if entry.get("role") == "assistant":
+            content = entry.get("content")
+            if isinstance(content, str):
+                return content
+            if isinstance(content, list):
+                return "".join(
+                    str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text"
+                )
+            return ""
+    return ""
 
 
 # ---------------------------------------------------------------- history

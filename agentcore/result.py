@@ -16,9 +16,12 @@ class SendResult:
         text: text of the last model reply.
         steps: completed model replies of this send (one per round).
         usage: tokens of every request of this send, compaction included.
-        reason: "finished", "no-tool", "tool-stop", "step-limit" or "ended" (a finish_turn hook).
+        reason: "finished", "no-tool", "tool-stop", "step-limit", "ended" (a finish_turn hook)
+            or "approval" (calls wait for a decision).
         output: the validated structured output, or None.
         messages: every history entry this call appended, in order.
+        pending: the calls waiting for a decision (`tool_call_id`, `tool_name`, `input`,
+            `input_hash`); `[]` unless `reason == "approval"`.
     """
 
     text: str
@@ -27,3 +30,4 @@ class SendResult:
     reason: str
     output: Any = None
     messages: list[dict[str, Any]] = field(default_factory=list)
+    pending: list[dict[str, Any]] = field(default_factory=list)

@@ -19,8 +19,11 @@ lock, so two tasks never write at once. What still holds after an exception, whe
 - `running` is cleared only by the task that set it: releasing an older task leaves a newer one.
 
 Supervision is per process. A hold on a session across processes (the store lease of durable
-sessions) belongs in `begin`, between the local supersede and `admit`, and is given back in
+sessions, durable.py) is taken in `begin` by `hold(running)`, between the local supersede and
+`admit` — outside the lock, since it may wait for a run elsewhere to end — and given back in
 `release`; a stop arriving from another process sets the task's `cancel`, as `stop()` does here.
+A task begun by a resume hands over: the task it supersedes leaves the calls it never started
+for it (`running.handover`, read by the batch).
 """
 
 from __future__ import annotations
@@ -47,6 +50,10 @@ class Running:
     cancel: Signal = field(default_factory=Signal)
     thread: threading.Thread | None = None
     done: threading.Event = field(default_factory=threading.Event)
+    # The task's hold on its session (durable.py), given back by `release`.
+    hold: Any = None
+    # Set with `cancel` when a resume takes over: the task leaves the calls it never started open.
+    handover: bool = False
 
 
 class Runs:
@@ -62,8 +69,18 @@ class Runs:
         self._lock = threading.Lock()
         self._generation = 0
 
-    def begin(self, admit: Callable[[Running, bool], T], cancel: threading.Event | None) -> tuple[Running, T]:
+    def begin(
+        self,
+        admit: Callable[[Running, bool], T],
+        cancel: threading.Event | None,
+        *,
+        hold: Callable[[Running], Any] | None = None,
+        handover: bool = False,
+    ) -> tuple[Running, T]:
         """Supersede the running task, then `admit(running, superseding)` — unless superseded meanwhile.
+
+        `hold(running)`, when given, runs between the two and its value becomes `running.hold`
+        (the session's lease). `handover`: the superseded task leaves its never-started calls.
 
         Raises:
             AgentError: kind "aborted" when a newer task began, or this one (or `cancel`) was
@@ -76,8 +93,11 @@ class Runs:
             previous, self.running = self.running, running
         try:
             if previous is not None:
+                previous.handover = handover
                 previous.cancel.set()
                 previous.done.wait()
+            if hold is not None:
+                running.hold = hold(running)
             with self._lock:
                 stopped = running.cancel.is_set() or (cancel is not None and cancel.is_set())
                 if self._generation != generation or stopped:
@@ -137,7 +157,15 @@ class Runs:
         return result
 
     def release(self, running: Running) -> None:
-        """End `running`: clear `running` if it is still this one, and wake its waiters."""
+        """End `running`: give back its hold, clear `running` if it is still this one, wake its waiters."""
+        hold, running.hold = running.hold, None
+        try:
+            if hold is not None:
+                hold.release()
+        finally:
+            self._clear(running)
+
+    def _clear(self, running: Running) -> None:
         with self._lock:
             if self.running is running:
                 self.running = None

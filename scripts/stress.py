@@ -4,6 +4,7 @@
     python scripts/stress.py --sessions 200 --rounds 20                 # N sessions x M rounds
     python scripts/stress.py --sessions 50 --rounds 10 --sqlite /tmp/s.db
     python scripts/stress.py --sessions 20 --rounds 10 --duration 600   # a 10-minute soak
+    python scripts/stress.py --processes 8 --rounds 20 [--postgres DSN] # durable sessions, 4 pairs
 
 Every session is one agent running `--rounds` sends, all sessions at once (one thread each).
 Each send is two model requests: the model calls a memory tool (`remember`, a thread here) and
@@ -15,7 +16,17 @@ after one warm-up send (so lazy imports are not counted as growth) to the end, a
 is closed. `--duration` repeats the sessions (fresh agents each time) until the time is up,
 samples RSS every `--sample-every` seconds and prints its slope after `--warmup` seconds.
 
-Linux only (it reads /proc). Exit status 0 when every send completed, 1 otherwise.
+`--processes N` (durable sessions, API.md §Durable sessions): N agent processes in pairs, each
+pair on one session of a SQLite file (or `--postgres DSN`), every process sending `--rounds`
+messages back to back, so each send supersedes its partner's run, while this process calls
+`store.stop()` on a random session every 0.1-0.5 s. It reports sends, supersedes, stops and
+violations, which must be 0: a `conflict` or any error but `aborted`; a stored history with a
+call that has no result or two; an input stored other than once; a reply that does not answer
+the input it follows (runs interleaved); a tool call that started twice (the effects file); a
+worker left with threads or child processes after closing its agent.
+
+Linux only (it reads /proc). Exit status 0 when every send completed (with `--processes`: when
+there is no violation), 1 otherwise.
 """
 
 from __future__ import annotations
@@ -397,6 +408,202 @@ def sample_rss(stop: threading.Event, every_s: float, began: float, into: list[t
         into.append((time.monotonic() - began, rss_mb()))
 
 
+# ------------------------------------------------------------ --processes: durable sessions
+
+
+def durable_model(recorded: Any) -> dict[str, Any]:
+    """Call `remember` and `checksum`, then answer quoting the input (so interleaving shows)."""
+    body = recorded.body if isinstance(recorded.body, dict) else {}
+    messages = body.get("messages") or [{}]
+    users = [m for m in messages if m.get("role") == "user"]
+    text = str(users[-1].get("content", "")) if users else ""
+    if messages[-1].get("role") == "tool":
+        return {"text": f"done: {text}", "chunk_size": 16}
+    return {
+        "text": "On it.",
+        "tool_calls": [
+            {"name": "remember", "arguments": {"key": "k", "value": text}},
+            {"name": "checksum", "arguments": {"text": text}},
+        ],
+    }
+
+
+def durable_worker(job: dict[str, Any]) -> None:
+    """`--worker JSON`: one process of a pair: `rounds` sends on its session; prints a JSON tally."""
+    import random
+
+    from agentcore import ToolContext
+
+    store = open_durable_store(job["store"])
+    effects = job["effects"]
+
+    @tool
+    def remember(key: str, value: str, ctx: ToolContext) -> str:
+        """Keep a note, slowly.
+
+        Args:
+            key: The note's name.
+            value: What to keep.
+        """
+        with open(effects, "a") as file:
+            file.write(ctx.tool_call_id + "\n")
+        ctx.cancel.wait(random.uniform(0, 0.05))
+        return f"kept {key}"
+
+    config = {"base_url": job["base_url"], "model": MODEL, "no_tool_rounds": 1, "session_lease": 2.0}
+    outcomes: dict[str, int] = {}
+    with Agent(config, tools=load(job["tools"], [remember]), session=store.session(job["session"])) as agent:
+        for round_ in range(job["rounds"]):
+            try:
+                outcome = agent.send(f"{job['name']} message {round_}").reason
+            except AgentError as error:
+                outcome = error.kind
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+            time.sleep(random.uniform(0, 0.3))  # sometimes the partner finishes first
+    store.close()
+    gc.collect()
+    time.sleep(0.2)  # a keeper thread or an idle tool thread ends just after the last release
+    # The tool-process spawner is one thread per process by design (tools/process.py), not a run's.
+    leftovers = [
+        t.name
+        for t in threading.enumerate()
+        if t is not threading.main_thread() and t.name != "agentcore-tool-spawner"
+    ]
+    print(json.dumps({"outcomes": outcomes, "threads": leftovers, "children": descendants(os.getpid(), -1)}))
+
+
+def open_durable_store(spec: list[str]) -> Any:
+    from agentcore.store import PostgresStore, SQLiteStore
+
+    return SQLiteStore(spec[1]) if spec[0] == "sqlite" else PostgresStore(spec[1])
+
+
+def run_processes(args: argparse.Namespace) -> int:
+    import random
+
+    from agentcore.testing import ModelServer
+
+    if args.processes < 2 or args.processes % 2:
+        raise SystemExit("--processes takes an even number >= 2 (one session per pair)")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    with (
+        tempfile.TemporaryDirectory(prefix="agentcore-stress-") as folder,
+        ModelServer(default=durable_model) as server,
+    ):
+        Path(folder, "checksum.py").write_text(CHECKSUM_TOOL)
+        spec = (
+            ["postgres", durable_schema(args.postgres)]
+            if args.postgres
+            else ["sqlite", args.sqlite or f"{folder}/s.db"]
+        )
+        effects = f"{folder}/effects.log"
+        sessions = [f"pair-{n}" for n in range(args.processes // 2)]
+        began = time.monotonic()
+        workers = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    __file__,
+                    "--worker",
+                    json.dumps(
+                        {
+                            "store": spec,
+                            "session": sessions[n // 2],
+                            "name": f"p{n}",
+                            "rounds": args.rounds,
+                            "base_url": server.base_url,
+                            "tools": folder,
+                            "effects": effects,
+                        }
+                    ),
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+            for n in range(args.processes)
+        ]
+        store = open_durable_store(spec)
+        stops = 0
+        while any(w.poll() is None for w in workers):
+            time.sleep(random.uniform(0.1, 0.5))
+            stops += bool(store.stop(random.choice(sessions)))
+        tallies = [json.loads(w.communicate()[0].strip().splitlines()[-1]) for w in workers]
+        elapsed = time.monotonic() - began
+        violations = durable_violations(store, sessions, tallies, effects, args)
+        store.close()
+    outcomes: dict[str, int] = {}
+    for tally in tallies:
+        for kind, count in tally["outcomes"].items():
+            outcomes[kind] = outcomes.get(kind, 0) + count
+    aborted = outcomes.get("aborted", 0)
+    completed = sum(
+        count for kind, count in outcomes.items() if kind not in ("aborted",) and kind in ("no-tool",)
+    )
+    print(f"processes {args.processes} ({len(sessions)} sessions) x rounds {args.rounds}, store: {spec[0]}")
+    print(
+        f"sends: {sum(outcomes.values())} ({completed} completed, {aborted} stopped: "
+        f"{max(aborted - stops, 0)} supersedes, {stops} by store.stop) in {elapsed:.1f} s"
+    )
+    print(f"outcomes: {dict(sorted(outcomes.items()))}")
+    print(f"violations: {len(violations)}")
+    for violation in violations[:20]:
+        print(f"  {violation}")
+    return 0 if not violations else 1
+
+
+def durable_violations(
+    store: Any, sessions: list[str], tallies: list[dict[str, Any]], effects: str, args: argparse.Namespace
+) -> list[str]:
+    from agentcore.history import tool_calls_of, tool_results_of
+
+    found = []
+    for tally in tallies:
+        bad = {k: v for k, v in tally["outcomes"].items() if k not in ("no-tool", "aborted")}
+        if bad:
+            found.append(f"sends ended other than finished or aborted: {bad}")
+        if tally["threads"] or tally["children"]:
+            found.append(f"a worker kept threads {tally['threads']} / children {tally['children']}")
+    started = Path(effects).read_text().splitlines() if Path(effects).exists() else []
+    twice = [call for call in set(started) if started.count(call) > 1]
+    if twice:
+        found.append(f"{len(twice)} tool calls started twice: {twice[:5]}")
+    for session in sessions:
+        history = store.load(session)
+        calls = [p["tool_call_id"] for m in history for p in tool_calls_of(m)]
+        results = [p["tool_call_id"] for m in history for p in tool_results_of(m)]
+        if sorted(calls) != sorted(results) or len(set(results)) != len(results):
+            found.append(f"{session}: calls and results do not pair one to one")
+        inputs = [m["content"] for m in history if m["role"] == "user"]
+        if len(inputs) != len(set(inputs)) or len(inputs) != 2 * args.rounds:
+            distinct = len(set(inputs))
+            found.append(
+                f"{session}: {len(inputs)} inputs stored ({distinct} distinct), {2 * args.rounds} sent"
+            )
+        for index, entry in enumerate(history):
+            text = entry["content"][0].get("text", "") if entry["role"] == "assistant" else ""
+            if text.startswith("done: "):
+                asked = next(m["content"] for m in reversed(history[:index]) if m["role"] == "user")
+                if text != f"done: {asked}":
+                    found.append(f"{session} entry {index}: {text!r} answers another input than {asked!r}")
+    return found
+
+
+def durable_schema(dsn: str) -> str:
+    import uuid
+
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    schema = f"stress_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        connection.execute(f"CREATE SCHEMA {schema}")
+    return str(make_conninfo(dsn, options=f"-c search_path={schema}"))
+
+
 # ------------------------------------------------------------ main
 
 
@@ -405,6 +612,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve:
         serve()
         return 0
+    if args.worker:
+        durable_worker(json.loads(args.worker))
+        return 0
+    if args.processes:
+        return run_processes(args)
     server, base_url = start_server()
     port = int(base_url.rsplit(":", 1)[1].split("/")[0])
     store = None
@@ -462,7 +674,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sample-every", type=float, default=5.0, metavar="SECONDS", help="RSS sampling")
     parser.add_argument("--warmup", type=float, default=60.0, metavar="SECONDS", help="soak warm-up")
     parser.add_argument("--json", action="store_true", help="also print the RSS samples as JSON")
+    parser.add_argument("--processes", type=int, metavar="N", help="durable sessions: N processes in pairs")
+    parser.add_argument("--postgres", metavar="DSN", help="with --processes: a PostgresStore (own schema)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 

@@ -328,6 +328,29 @@ def test_session_resumes_a_conversation_across_two_invocations(
     assert again.exit_status() == 0
 
 
+def test_a_message_typed_after_another_process_wrote_goes_on_from_the_store(
+    server: ModelServer, chat: Any, tmp_path: Path
+) -> None:
+    """API.md §Command line: with --session, a REPL opened before another process wrote to the
+    session takes that writer's entries first at its next message — never a conflict."""
+    session = f"{tmp_path / 'chats.db'}:me"
+    server.add("Noted: apple.", "Noted: banana.", "It was banana.")
+    first = run_cli("run", *endpoint(server), "--session", session, "remember apple")
+    assert first.returncode == 0, first.stderr
+    term = chat(*endpoint(server), "--session", session)
+    term.expect("messages; /history shows them]")
+    term.prompt()
+    other = run_cli("run", *endpoint(server), "--session", session, "no, remember banana")
+    assert other.returncode == 0, other.stderr
+    term.say("which word?")
+    term.expect("It was banana.")
+    term.prompt()
+    sent = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "user"]
+    assert sent == ["remember apple", "no, remember banana", "which word?"]
+    term.child.sendeof()
+    assert term.exit_status() == 0
+
+
 def test_reset_empties_a_stored_session(server: ModelServer, tmp_path: Path) -> None:
     session = f"{tmp_path / 'chats.db'}:me"
     server.add("Stored.")

@@ -46,3 +46,20 @@ def test_duration_makes_a_soak_with_an_rss_slope() -> None:
     assert done.returncode == 0, done.stderr
     assert re.search(r"^soak: \d+ waves in \d+ s, RSS sampled every 0.2 s$", done.stdout, re.M), done.stdout
     assert re.search(r"^rss slope after 0.5 s warm-up: [+-][\d.]+ MB/min", done.stdout, re.M), done.stdout
+
+
+def test_processes_mode_reports_sends_supersedes_stops_and_no_violation() -> None:
+    """Durable sessions: two processes on one session, superseding each other, stopped from here."""
+    done = stress("--processes", "2", "--rounds", "4")
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "processes 2 (1 sessions) x rounds 4, store: sqlite" in out
+    assert re.search(
+        r"^sends: 8 \(\d+ completed, \d+ stopped: \d+ supersedes, \d+ by store.stop\) in", out, re.M
+    ), out
+    assert re.search(r"^violations: 0$", out, re.M), out
+
+
+def test_processes_mode_needs_pairs() -> None:
+    done = stress("--processes", "3")
+    assert done.returncode != 0 and "even number" in done.stderr

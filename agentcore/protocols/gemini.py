@@ -223,12 +223,44 @@ adapter = GeminiAdapter()
 
 
 def _contents(request: Request) -> list[dict[str, Any]]:
-    contents = rendered_all("gemini", _entry_contents, request, active())
+    contents = _joined_responses(rendered_all("gemini", _entry_contents, request, active()))
     if contents and contents[-1]["role"] == "model":
         # Gemini answers "Requests ending with a model turn are not supported"; the loop sends
         # one after a reply without tool calls.
         contents.append({"role": "user", "parts": [{"text": CONTINUE_TEXT}]})
     return contents
+
+
+def _joined_responses(contents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Results of one turn written in two tool messages (some calls waited for an approval) as
+    the one content Gemini requires, in the order of the calls ("by name and order")."""
+    merged: list[dict[str, Any]] | None = None
+    for index, content in enumerate(contents):
+        if index and _is_responses(content) and _is_responses(contents[index - 1]):
+            merged = merged if merged is not None else list(contents[:index])
+            previous = merged[-1]
+            merged[-1] = {**previous, "parts": [*previous["parts"], *content["parts"]]}
+        elif merged is not None:
+            merged.append(content)
+    if merged is None:
+        return contents
+    for index, content in enumerate(merged):
+        if index and _is_responses(content) and merged[index - 1]["role"] == "model":
+            order = {
+                p["functionCall"].get("id"): n
+                for n, p in enumerate(merged[index - 1]["parts"])
+                if "functionCall" in p
+            }
+            parts = sorted(
+                content["parts"], key=lambda p: order.get(p["functionResponse"].get("id"), len(order))
+            )
+            merged[index] = {**content, "parts": parts}
+    return merged
+
+
+def _is_responses(content: dict[str, Any]) -> bool:
+    parts = content.get("parts")
+    return content.get("role") == "user" and bool(parts) and all("functionResponse" in p for p in parts or ())
 
 
 def _entry_contents(role: Any, content: Any, request: Request) -> list[dict[str, Any]]:

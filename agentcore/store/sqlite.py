@@ -19,10 +19,15 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import AgentError
-from . import TextStore, conflict_error
+from .base import conflict_error
+from .session import Along
+from .sql import CLAIM_WITH_APPEND, SQLStore, durable_schema, superseded_error
 
 # How long a writer waits for another process's write lock before giving up with an error.
 BUSY_TIMEOUT_S = 30.0
+# While runs are held here, the keeper checkpoints the WAL this often, on a connection of its own
+# (below SQLite's 1000-page autocheckpoint in practice), so that a run's commit rarely pays for it.
+CHECKPOINT_EVERY_S = 1.0
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS agentcore_sessions "
@@ -30,10 +35,11 @@ _SCHEMA = (
     # The (session, idx) key is the backstop of the length check: an entry index is written once.
     "CREATE TABLE IF NOT EXISTS agentcore_entries "
     "(session TEXT NOT NULL, idx INTEGER NOT NULL, entry TEXT NOT NULL, PRIMARY KEY (session, idx))",
+    *durable_schema("REAL", "INTEGER", "INTEGER PRIMARY KEY AUTOINCREMENT"),
 )
 
 
-class SQLiteStore(TextStore):
+class SQLiteStore(SQLStore):
     """Sessions in the SQLite file at `path` (created with its schema when the store is made).
 
     Args:
@@ -53,10 +59,20 @@ class SQLiteStore(TextStore):
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None
         self._pid = 0
+        self._checkpointer: sqlite3.Connection | None = None
+        self._checkpointer_pid = 0
+        self._checkpointed = 0.0
         self._check_writable()
+
+    # SQLite's own clock (the machine's): every process on one file shares it.
+    _NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
+
+    def _db(self, write: bool) -> _Db:
+        """The connection under the lock; with `write`, inside one `BEGIN IMMEDIATE` transaction."""
+        return _Db(self, write)
 
     def _check_writable(self) -> None:
         """A write rolled back: SQLite opens a file it cannot write read-only and says so only
@@ -80,37 +96,61 @@ class SQLiteStore(TextStore):
                 self._connection = None
                 raise _unusable(self.path, exc) from exc
 
-    def _load_texts(self, id: str) -> list[str]:
+    def load_texts(self, id: str) -> list[str]:
         with self._guard():
             rows = self._connect().execute(
                 "SELECT entry FROM agentcore_entries WHERE session = ? ORDER BY idx", (id,)
             )
             return [row[0] for row in rows]
 
-    def _append_texts(self, id: str, texts: list[str], expected_length: int) -> int:
-        with self._guard():
-            connection = self._connect()
-            with _write_transaction(connection):
-                row = connection.execute(
-                    "SELECT length FROM agentcore_sessions WHERE id = ?", (id,)
-                ).fetchone()
-                stored = row[0] if row else 0
-                if stored != expected_length:
-                    raise conflict_error(id, expected_length, stored)
-                if not texts:
-                    return stored
+    def append_texts(
+        self, id: str, texts: list[str], expected_length: int, along: Along | None = None
+    ) -> int:
+        along = along or _NOTHING_ALONG
+        with self._db(write=True) as connection:
+            stored = self._stored_length(connection, id, along)
+            if stored != expected_length:
+                raise conflict_error(id, expected_length, stored)
+            if not texts:
+                return stored
+            if len(texts) == 1:  # a run appends one entry at a time: the cheaper call
+                connection.execute(_INSERT_ENTRY, (id, stored, texts[0]))
+            else:
                 connection.executemany(
-                    "INSERT INTO agentcore_entries (session, idx, entry) VALUES (?, ?, ?)",
-                    [(id, stored + offset, text) for offset, text in enumerate(texts)],
+                    _INSERT_ENTRY, [(id, stored + offset, text) for offset, text in enumerate(texts)]
                 )
-                length = stored + len(texts)
+            length = stored + len(texts)
+            connection.execute(
+                _SESSION_LENGTH[stored == 0],
+                (id, length, time.time()) if stored == 0 else (length, time.time(), id),
+            )
+            if along.dequeue:
+                # Delivered steer / follow-up messages leave their queue with the entries that
+                # deliver them: in one transaction, so a crash can neither lose nor repeat one.
+                marks = ", ".join("?" * len(along.dequeue))
                 connection.execute(
-                    "INSERT INTO agentcore_sessions (id, length, updated_at) VALUES (?, ?, ?) "
-                    "ON CONFLICT (id) DO UPDATE "
-                    "SET length = excluded.length, updated_at = excluded.updated_at",
-                    (id, length, time.time()),
+                    f"DELETE FROM agentcore_queue WHERE session = ? AND qid IN ({marks})",
+                    (id, *along.dequeue),
                 )
-                return length
+            if along.claims:
+                connection.executemany(
+                    CLAIM_WITH_APPEND.format(now=self._NOW), [(id, *claim) for claim in along.claims]
+                )
+            return length
+
+    def _stored_length(self, connection: sqlite3.Connection, id: str, along: Along) -> int:
+        """The stored length; under a lease, first that the lease is still this run's (one query)."""
+        if along.fence is None:
+            row = connection.execute("SELECT length FROM agentcore_sessions WHERE id = ?", (id,)).fetchone()
+            return int(row[0]) if row else 0
+        row = connection.execute(
+            "SELECT (SELECT length FROM agentcore_sessions WHERE id = ?), "
+            "EXISTS (SELECT 1 FROM agentcore_runs WHERE session = ? AND owner = ? AND generation = ?)",
+            (id, id, *along.fence),
+        ).fetchone()
+        if not row[1]:
+            raise superseded_error(id)
+        return int(row[0] or 0)
 
     def sessions(self) -> list[dict[str, Any]]:
         """Every stored session, the most recently updated first."""
@@ -122,17 +162,36 @@ class SQLiteStore(TextStore):
 
     def delete(self, id: str) -> None:
         """Remove session `id` and its entries (nothing happens for an unknown id)."""
-        with self._guard():
-            connection = self._connect()
-            with _write_transaction(connection):
-                connection.execute("DELETE FROM agentcore_entries WHERE session = ?", (id,))
-                connection.execute("DELETE FROM agentcore_sessions WHERE id = ?", (id,))
+        with self._db(write=True) as connection:
+            connection.execute("DELETE FROM agentcore_entries WHERE session = ?", (id,))
+            connection.execute("DELETE FROM agentcore_sessions WHERE id = ?", (id,))
+            self.delete_run_state(connection, id)
 
     def close(self) -> None:
+        self._close_keeper()
         with self._lock:
             if self._connection is not None and self._pid == os.getpid():
                 self._connection.close()
-            self._connection = None
+            if self._checkpointer is not None and self._checkpointer_pid == os.getpid():
+                self._checkpointer.close()
+            self._connection = self._checkpointer = None
+
+    def maintain(self) -> None:
+        """A PASSIVE checkpoint, from the keeper's thread on its own connection: it waits for no
+        reader or writer, and its fsync is not paid by the run that happens to cross SQLite's
+        autocheckpoint threshold."""
+        now = time.monotonic()
+        if now - self._checkpointed < CHECKPOINT_EVERY_S or self._pid != os.getpid():
+            return
+        self._checkpointed = now
+        if self._checkpointer is None:
+            self._checkpointer = sqlite3.connect(
+                self.path, timeout=0, isolation_level=None, check_same_thread=False
+            )
+        try:
+            self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.OperationalError:
+            pass  # busy: another checkpoint runs; the next tick tries again
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
@@ -141,7 +200,10 @@ class SQLiteStore(TextStore):
             try:
                 yield
             except sqlite3.Error as exc:
-                raise AgentError(f"session store {self.path!r}: {exc}", kind="unknown", cause=exc) from exc
+                raise self._store_error(exc) from exc
+
+    def _store_error(self, exc: sqlite3.Error) -> AgentError:
+        return AgentError(f"session store {self.path!r}: {exc}", kind="unknown", cause=exc)
 
     def _connect(self) -> sqlite3.Connection:
         if self._connection is not None and self._pid == os.getpid():
@@ -212,19 +274,54 @@ def _unusable(path: str, exc: sqlite3.Error) -> AgentError:
     )
 
 
+_NOTHING_ALONG = Along()
+_INSERT_ENTRY = "INSERT INTO agentcore_entries (session, idx, entry) VALUES (?, ?, ?)"
+_SESSION_LENGTH = {
+    True: "INSERT INTO agentcore_sessions (id, length, updated_at) VALUES (?, ?, ?) "
+    "ON CONFLICT (id) DO UPDATE SET length = excluded.length, updated_at = excluded.updated_at",
+    False: "UPDATE agentcore_sessions SET length = ?, updated_at = ? WHERE id = ?",
+}
+
+
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
 
 
-class _write_transaction:
-    """`BEGIN IMMEDIATE` … `COMMIT`, rolled back on any exception."""
+class _Db:
+    """`store._db(write)`: the lock, the connection and (for a write) one transaction.
 
-    def __init__(self, connection: sqlite3.Connection) -> None:
-        self.connection = connection
+    A plain class rather than nested generator context managers: a run enters it once per entry
+    it appends, so its own cost counts (bench/journal_cost.py).
+    """
 
-    def __enter__(self) -> None:
-        self.connection.execute("BEGIN IMMEDIATE")
+    __slots__ = ("connection", "store", "write")
 
-    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
-        self.connection.execute("COMMIT" if kind is None else "ROLLBACK")
+    def __init__(self, store: SQLiteStore, write: bool) -> None:
+        self.store, self.write = store, write
+
+    def __enter__(self) -> sqlite3.Connection:
+        store = self.store
+        store._lock.acquire()
+        try:
+            connection = self.connection = store._connect()
+            if self.write:
+                connection.execute("BEGIN IMMEDIATE")
+        except BaseException as exc:
+            store._lock.release()
+            if isinstance(exc, sqlite3.Error):
+                raise store._store_error(exc) from exc
+            raise
+        return connection
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, *rest: object) -> None:
+        store = self.store
+        try:
+            if self.write:
+                self.connection.execute("COMMIT" if kind is None else "ROLLBACK")
+        except sqlite3.Error as failed:
+            raise store._store_error(failed) from failed
+        finally:
+            store._lock.release()
+        if isinstance(exc, sqlite3.Error):
+            raise store._store_error(exc) from exc

@@ -77,6 +77,10 @@ class FunctionTool(Generic[P, R]):
 
     # "sequential" makes the tool a barrier in a parallel round (API.md §Hooks).
     execution_mode: str = "parallel"
+    # "safe": resume() may run a started call again; True: deferred for a decision when the
+    # agent has no on_permission (API.md §Durable sessions).
+    replay: str = "never"
+    needs_approval: bool = False
     # Copied from the function by functools.update_wrapper.
     __name__: str
     __qualname__: str
@@ -141,6 +145,8 @@ def tool(
     timeout: float | None = None,
     to_model_output: Callable[..., Any] | None = None,
     sequential: bool = False,
+    replay: str = "never",
+    needs_approval: bool = False,
 ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
 
 
@@ -153,6 +159,8 @@ def tool(
     timeout: float | None = None,
     to_model_output: Callable[..., Any] | None = None,
     sequential: bool = False,
+    replay: str = "never",
+    needs_approval: bool = False,
 ) -> FunctionTool[P, R] | Callable[[Callable[P, R]], FunctionTool[P, R]]:
     """Make a tool of a function: `@tool` or `@tool(name=, description=, timeout=, to_model_output=)`.
 
@@ -163,6 +171,11 @@ def tool(
         timeout: seconds after which the call is reported as timed out.
         to_model_output: `fn(output=, input=) -> output block`, to shape the result yourself.
         sequential: run as a barrier inside a parallel round (`execution_mode: "sequential"`).
+        replay: "safe" lets `resume()` run a call again that was started before a crash or a
+            supersede (its effects may then happen twice); "never" (default) gives it the
+            interrupted result instead.
+        needs_approval: defer each call for a decision (`agent.decide()`) when the agent has no
+            `on_permission`; the run ends with reason "approval" (API.md §Durable sessions).
 
     Raises:
         AgentError: kind "config", for `*args`/`**kwargs`, positional-only parameters or a bad option.
@@ -172,9 +185,14 @@ def tool(
     scope = _caller_locals()
 
     def decorate(function: Callable[P, R]) -> FunctionTool[P, R]:
+        label = name if isinstance(name, str) else getattr(function, "__name__", "tool")
+        flags = durable_flags(f"@tool {label}", {"replay": replay, "needs_approval": needs_approval})
         built = _build(function, name, description, timeout, to_model_output, scope)
         if sequential:
             built.execution_mode = "sequential"
+        if flags:
+            built.replay = str(flags.get("replay", "never"))
+            built.needs_approval = bool(flags.get("needs_approval", False))
         return built
 
     if fn is not None:
@@ -237,6 +255,31 @@ def is_timeout(value: Any) -> bool:
     if value is None:
         return True
     return not isinstance(value, bool) and isinstance(value, int | float) and value > 0
+
+
+REPLAY_VALUES = ("never", "safe")
+
+
+def durable_flags(label: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """Check a tool's `replay` and `needs_approval`; returns those that differ from the default.
+
+    Raises:
+        AgentError: kind "config", naming the tool and the bad value.
+    """
+    flags: dict[str, Any] = {}
+    replay = values.get("replay", "never")
+    if replay not in REPLAY_VALUES or not isinstance(replay, str):
+        raise AgentError(f"{label}: replay must be 'never' or 'safe', got {replay!r}", kind="config")
+    if replay != "never":
+        flags["replay"] = replay
+    needs_approval = values.get("needs_approval", False)
+    if not isinstance(needs_approval, bool):
+        raise AgentError(
+            f"{label}: needs_approval must be True or False, got {needs_approval!r}", kind="config"
+        )
+    if needs_approval:
+        flags["needs_approval"] = True
+    return flags
 
 
 def _detached_context(name: str) -> ToolContext:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentError
-from .decorator import check_name
+from .decorator import check_name, durable_flags
 from .handlers import FileTool, ToolSet
 
 if TYPE_CHECKING:
@@ -113,4 +113,6 @@ def _schema_entry(tool: dict[str, Any]) -> dict[str, Any]:
         "description": tool.get("description") or "",
         "input_schema": tool["input_schema"],
     }
-    return {**core, **dict(tool.get("extra") or {}), "source": "file"}
+    extra = dict(tool.get("extra") or {})
+    durable_flags(f"tool {tool['name']!r} in {tool.get('path')}", extra)
+    return {**core, **extra, "source": "file"}

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..errors import AgentError
-from .decorator import FunctionTool, is_timeout
+from .decorator import FunctionTool, durable_flags, is_timeout
 from .fields import field_of, takes_context
 from .handlers import Handler, MemoryTool, ToolSet
 from .shape import NotJSON, to_json
@@ -253,9 +253,14 @@ def _from_object(item: Any, key: str | None, index: int) -> tuple[dict[str, Any]
 
 
 def _object_extra(item: Any) -> dict[str, Any]:
-    """Schema keys an object tool carries as attributes (`@tool(sequential=True)`)."""
+    """Schema keys an object tool carries as attributes (`@tool(sequential=True, replay="safe")`)."""
     mode = getattr(item, "execution_mode", None)
-    return {"execution_mode": mode} if mode == "sequential" else {}
+    extra: dict[str, Any] = {"execution_mode": mode} if mode == "sequential" else {}
+    if getattr(item, "replay", "never") != "never":
+        extra["replay"] = item.replay
+    if getattr(item, "needs_approval", False) is not False:
+        extra["needs_approval"] = item.needs_approval
+    return extra
 
 
 def _entry(
@@ -282,6 +287,7 @@ def _entry(
         raise AgentError(f"{label}: timeout must be a number of seconds > 0", kind="config")
     if to_model_output is not None and not callable(to_model_output):
         raise AgentError(f"{label}: to_model_output must be callable", kind="config")
+    durable_flags(label, extra)
     entry = {
         "name": name,
         "description": description or "",

@@ -569,8 +569,14 @@ class Tool:
         """Other keys of a dict tool that can travel as JSON (shown to the model like in memory tools)."""
         if not self.is_dict:
             mode = getattr(self.obj, "execution_mode", None)
-            return {"execution_mode": mode} if mode == "sequential" else {}
-        extra: dict[str, Any] = {}
+            extra: dict[str, Any] = {"execution_mode": mode} if mode == "sequential" else {}
+            # Checked by the parent (tools/scan.py); sent only when not the default.
+            if getattr(self.obj, "replay", "never") != "never":
+                extra["replay"] = to_json(self.obj.replay)
+            if getattr(self.obj, "needs_approval", False) is not False:
+                extra["needs_approval"] = to_json(self.obj.needs_approval)
+            return extra
+        extra = {}
         for key, value in self.obj.items():
             if not isinstance(key, str) or key in _TOOL_KEYS:
                 continue

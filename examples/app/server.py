@@ -25,14 +25,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from agentcore import Agent, AgentError, ToolContext, tool
-from agentcore.history import open_calls
 from agentcore.store import SQLiteStore
 from agentcore.testing import ModelServer, Recorded
 
@@ -42,9 +40,6 @@ DISCARD_LIMIT = 16 * MAX_MESSAGE_BYTES  # an oversized body is read away up to t
 HEARTBEAT_S = 15.0  # default --heartbeat: keeps proxies and browsers from closing an idle event stream
 EVENT_LOG_LIMIT = 20_000  # events kept per session for Last-Event-ID replay (oldest dropped first)
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{16,128}")
-RESTART_TEXT = (
-    "The tool call was interrupted: the server restarted before it finished; its result is unknown."
-)
 
 # Production settings (agentcore's defaults are "no limit"; a service must choose), one reason each.
 PRODUCTION_CONFIG: dict[str, Any] = {
@@ -63,7 +58,6 @@ PRODUCTION_CONFIG: dict[str, Any] = {
 }
 
 
-NEEDS_APPROVAL = frozenset({"delete_file"})
 FILE_NAME = re.compile(r"[\w./-]*\w\.\w+")
 
 
@@ -95,7 +89,7 @@ def slow_task(ctx: ToolContext, seconds: float = 5.0) -> Iterator[str]:
     yield "slow task finished\n"
 
 
-@tool
+@tool(needs_approval=True)  # each call waits, in the store, for agent.decide() (README: Approvals)
 def delete_file(path: str) -> str:
     """Delete a file (a demo: nothing is touched).
 
@@ -170,7 +164,7 @@ def model_config(stack: ExitStack, protocol: str | None) -> dict[str, Any]:
 
 
 class Live:
-    """One session in this process: its agent, its numbered event log, its pending approvals.
+    """One session in this process: its agent and its numbered event log.
 
     Events are numbered and kept here so that any number of tabs can follow one run and a tab
     that (re)connects replays exactly what it missed. `mirror` is the history as the events have
@@ -188,13 +182,10 @@ class Live:
         self.busy = False
         self.stopped = False  # the user pressed stop: what is still queued waits for their next message
         self.run_id: str | None = None
-        self.approvals: dict[str, Pending] = {}
+        self.resume_next = False  # a decision came while a run was going: resume after it
         self.stats = TurnStats(self)
         self.agent = Agent(
-            config=hub.config,
-            tools=[*TOOLS, hub.research],
-            callbacks={"on_permission": self._ask_permission},
-            session=hub.store.session(session_id),
+            config=hub.config, tools=[*TOOLS, hub.research], session=hub.store.session(session_id)
         )
         self.agent.subscribe(self._on_event)
 
@@ -226,6 +217,8 @@ class Live:
                 "history": list(self.mirror),
                 "last_event_id": self.mirror_event,
                 "running": self.busy,
+                # Calls waiting for a decision, from the store: they survive a restart.
+                "pending": self.agent.pending(),
             }
 
     def events_after(self, last_id: int, timeout: float) -> list[tuple[int, str]]:
@@ -253,19 +246,24 @@ class Live:
         return "started"
 
     def _work(self, text: Any) -> None:
+        """Run `text` (None: resume after a decision), then whatever arrived meanwhile."""
         while True:
             try:
-                self.agent.send(text)
+                self.agent.send(text) if text is not None else self.agent.resume()
             except AgentError as error:  # announced to the page by agent_end's `error`
                 log({"session": self.id, "error": error.kind, "message": str(error)})
             with self.cond:
                 # A steer that arrived after the run's last delivery point is still queued: run it
                 # (unless the run was stopped: then agentcore delivers it with the next message).
                 left = [] if self.stopped else self.agent.clear_queues()["steer"]
-                if not left:
+                resume, self.resume_next = self.resume_next, False
+                if not left and not resume:
                     self.busy = False
                     self.cond.notify_all()
                     return
+            if not left:
+                text = None
+                continue
             text = left[0]["content"]
             for message in left[1:]:
                 self.agent.steer(message)
@@ -277,45 +275,24 @@ class Live:
 
     # Approvals -----------------------------------------------------------------------------------
 
-    def _ask_permission(self, request: dict[str, Any]) -> bool:
-        """on_permission: block this tool's thread until a tab answers, or the run is stopped."""
-        if request["tool_name"] not in NEEDS_APPROVAL:
-            return True
-        call_id = request["tool_call_id"]
-        pending = Pending()
-        with self.cond:
-            self.approvals[call_id] = pending
-        common = {"tool_call_id": call_id, "run_id": self.run_id, "agent_id": self.agent.id}
-        asked = {"tool_name": request["tool_name"], "input": request["input"]}
-        self.publish({"type": "approval_request", **common, **asked})
-        cancel: threading.Event = request["cancel"]
-        while not pending.answered.wait(0.2):
-            if cancel.is_set() or self.hub.closing:
-                break
-        with self.cond:
-            self.approvals.pop(call_id, None)
-        answered = pending.answered.is_set()
-        allow = pending.allow and answered
-        how = "answered" if answered else "cancelled"
-        self.publish({"type": "approval_result", **common, "allow": allow, "how": how})
-        return allow
-
     def answer(self, call_id: str, allow: bool) -> bool:
-        with self.cond:
-            pending = self.approvals.get(call_id)
-            if pending is None or pending.answered.is_set():
+        """Record a tab's decision (in the store), then resume: the call runs, or is denied.
+
+        False when nothing waits for that call (unknown, or decided already).
+        """
+        try:
+            self.agent.decide(call_id, allow, reason=None if allow else "the user denied it")
+        except AgentError as error:
+            if error.kind in ("request", "conflict"):
                 return False
-            pending.allow = allow
-            pending.answered.set()
-            return True
-
-
-@dataclass
-class Pending:
-    """An approval waiting for a tab's answer."""
-
-    answered: threading.Event = field(default_factory=threading.Event)
-    allow: bool = False
+            raise
+        with self.cond:
+            if self.busy:
+                self.resume_next = True  # the running run ends first; then the decision is acted on
+                return True
+            self.busy, self.stopped = True, False
+        threading.Thread(target=self._work, args=(None,), name=f"resume-{self.id[:8]}", daemon=True).start()
+        return True
 
 
 class TurnStats:
@@ -445,25 +422,6 @@ class Hub:
         known = {s["id"] for s in stored}
         fresh = [{"id": i, "length": 0, "updated_at": t} for i, t in self.created.all() if i not in known]
         return sorted(fresh + stored, key=lambda s: -float(s["updated_at"]))
-
-    def close_open_calls(self) -> None:
-        """At startup: a call left without a result (an approval pending when the server died)
-        gets an interrupted result, written to the session, so every page shows it as such."""
-        for session in self.store.sessions():
-            history = self.store.load(session["id"])
-            pending = open_calls(history)
-            if not pending:
-                continue
-            results = [
-                {
-                    "type": "tool-result",
-                    "tool_call_id": call["tool_call_id"],
-                    "tool_name": call["tool_name"],
-                    "output": {"type": "error-text", "value": RESTART_TEXT},
-                }
-                for call in pending
-            ]
-            self.store.append(session["id"], [{"role": "tool", "content": results}], len(history))
 
     def close(self) -> None:
         self.closing = True
@@ -716,7 +674,6 @@ def main(argv: list[str] | None = None) -> None:
         created = CreatedSessions(args.db)
         stack.callback(created.close)
         hub = Hub(store, created, config)
-        hub.close_open_calls()
         stack.callback(hub.close)
         server = AppServer((args.host, args.port), hub, args.token, args.heartbeat)
         stack.callback(server.server_close)

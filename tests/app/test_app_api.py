@@ -8,7 +8,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import app_helpers as app_sse
 from app_helpers import AppProcess
@@ -165,20 +164,22 @@ def test_approvals_allow_deny_and_bad_answers(app: App) -> None:
     server = app()
     session = server.new_session()
     assert server.call("POST", f"/api/sessions/{session}/messages", {"text": "delete it"})[0] == 202
-    asked = app_sse.read(server.url, session, until=app_sse.has("approval_request"))
-    request = next(e for _, e in asked.events if e["type"] == "approval_request")
+    asked = app_sse.read(server.url, session, until=app_sse.ended)
+    request = next(e for _, e in asked.events if e["type"] == "approval_required")
     assert request["tool_name"] == "delete_file" and request["input"] == {"path": "notes.txt"}
+    assert asked.events[-1][1]["reason"] == "approval", "the run ends; the call waits in the store"
     call = request["tool_call_id"]
+    snapshot = server.call("GET", f"/api/sessions/{session}")[1]
+    assert [p["tool_call_id"] for p in snapshot["pending"]] == [call]
     base = f"/api/sessions/{session}/approvals"
     assert server.call("POST", f"{base}/{call}", {"allow": "yes"})[0] == 400
     assert server.call("POST", f"{base}/not-a-call", {"allow": True})[0] == 404
     assert server.call("POST", f"{base}/{call}", {"allow": False}) == (200, {"allow": False})
     assert server.call("POST", f"{base}/{call}", {"allow": True})[0] == 404  # answered already
-    done = app_sse.read(server.url, session, until=app_sse.ended)
+    done = app_sse.read(server.url, session, until=app_sse.ended, last_event_id=asked.events[-1][0])
     end = next(e for _, e in done.events if e["type"] == "tool_execution_end")
-    assert end["result"]["output"]["type"] == "execution-denied"
-    result = next(e for _, e in done.events if e["type"] == "approval_result")
-    assert result["allow"] is False and result["tool_call_id"] == call
+    assert end["tool_call_id"] == call and end["result"]["output"]["type"] == "execution-denied"
+    assert server.call("GET", f"/api/sessions/{session}")[1]["pending"] == []
 
 
 def test_stop_during_the_slow_tool_leaves_a_valid_history(app: App) -> None:
@@ -211,21 +212,35 @@ def test_each_turn_is_one_json_line_on_stderr(app: App) -> None:
     assert stats[0]["tools"][0]["tool_name"] == "word_count"
 
 
-def test_restart_keeps_sessions_and_a_pending_approval_becomes_interrupted(app: App, tmp_path: Path) -> None:
+def test_restart_keeps_sessions_and_a_pending_approval_that_is_approved_after_it(
+    app: App, tmp_path: Path
+) -> None:
     first = app()
     session = first.new_session()
     run_to_end(first, session, "hello")
     assert first.call("POST", f"/api/sessions/{session}/messages", {"text": "delete notes"})[0] == 202
-    app_sse.read(first.url, session, until=app_sse.has("approval_request"))
+    app_sse.read(first.url, session, until=app_sse.has("approval_required"))
     first.stop(kill=True)  # the process dies with the approval pending
     second = app(db=tmp_path / "chats.db")
-    history = second.history(session)
-    roles = [m["role"] for m in history]
-    assert roles == ["user", "assistant", "tool", "assistant", "user", "assistant", "tool"]
-    result: dict[str, Any] = history[-1]["content"][0]
-    assert result["tool_name"] == "delete_file" and "interrupted" in result["output"]["value"]
-    assert open_calls(history) == []
+    snapshot = second.call("GET", f"/api/sessions/{session}")[1]
+    [waiting] = snapshot["pending"]
+    assert waiting["tool_name"] == "delete_file" and waiting["input"] == {"path": "notes.txt"}
+    assert [m["role"] for m in snapshot["history"]] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+    ]
     assert session in {s["id"] for s in second.call("GET", "/api/sessions")[1]["sessions"]}
+    url = f"/api/sessions/{session}/approvals/{waiting['tool_call_id']}"
+    assert second.call("POST", url, {"allow": True}) == (200, {"allow": True})
+    stream = app_sse.read(second.url, session, until=app_sse.ended)
+    end = next(e for _, e in stream.events if e["type"] == "tool_execution_end")
+    assert end["result"]["output"]["value"] == "deleted notes.txt (demo: nothing was touched)"
+    history = second.history(session)
+    assert open_calls(history) == [] and history[-1]["role"] == "assistant"
     # The conversation goes on from there.
     stream = run_to_end(second, session, "hello again")
     assert stream.events[-1][1]["reason"] == "no-tool"

@@ -154,7 +154,7 @@ def test_a_reload_shows_the_history(app: App, browser: Any) -> None:
     assert call_state(browser) == ["done"] and len(turn_stats(browser)) == 2
 
 
-def test_a_server_restart_keeps_the_session_and_a_pending_approval_becomes_interrupted(
+def test_a_pending_approval_survives_a_server_restart_and_is_approved_after_it(
     app: App, browser: Any, tmp_path: Path
 ) -> None:
     first = app()
@@ -163,15 +163,21 @@ def test_a_server_restart_keeps_the_session_and_a_pending_approval_becomes_inter
     send(browser, "hello")
     wait_for(browser, lambda d: len(turn_stats(d)) == 2)
     send(browser, "delete notes.txt")
-    wait_for(browser, lambda d: css(d, "[data-approval]"))
+    wait_for(browser, lambda d: css(d, "[data-approval] [data-approve]"))
     first.stop(kill=True)  # dies with the approval pending
     second = app(db=tmp_path / "chats.db")
     open_page(browser, second, session)
-    wait_for(browser, lambda d: call_state(d) == ["done", "interrupted"])
-    assert roles(browser) == ["user", "assistant", "tool", "assistant", "user", "assistant", "tool"]
+    # The page of the new server process shows the same question, from the store.
+    wait_for(browser, lambda d: css(d, "[data-approval] [data-approve]"))
+    assert roles(browser) == ["user", "assistant", "tool", "assistant", "user", "assistant"]
+    assert call_state(browser) == ["done", "running"]
+    css(browser, "[data-approval] [data-approve]")[0].click()
+    wait_for(browser, lambda d: call_state(d) == ["done", "done"] and finished_reply(d, 2))
     assert not css(browser, "[data-approval]")
+    history = second.history(session)
+    assert history[-2]["content"][0]["output"]["value"] == "deleted notes.txt (demo: nothing was touched)"
     send(browser, "hello again")  # and the conversation goes on
-    wait_for(browser, lambda d: len(roles(d)) == 11 and finished_reply(d, 2))
+    wait_for(browser, lambda d: len(roles(d)) == 12 and finished_reply(d, 3))
 
 
 def test_two_tabs_see_the_same_run_and_a_tab_opened_mid_run_catches_up(app: App, browser: Any) -> None:

@@ -134,7 +134,7 @@ def test_public_signatures() -> None:
     for name in ("object", "array", "json"):
         assert callable(getattr(agentcore.output, name))
     result_fields = [f.name for f in dataclasses.fields(SendResult)]
-    assert set(result_fields) == {"text", "steps", "usage", "reason", "output", "messages"}
+    assert set(result_fields) == {"text", "steps", "usage", "reason", "output", "messages", "pending"}
     llm_fields = {f.name for f in dataclasses.fields(agentcore.llm.LLMResult)}
     assert {"text", "reasoning", "tool_calls", "usage", "finish_reason", "message", "raw"} <= llm_fields
     read_fields = {f.name for f in dataclasses.fields(agentcore.text_tools.TextToolRead)}

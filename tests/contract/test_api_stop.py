@@ -147,7 +147,9 @@ def test_stop_with_a_blocked_memory_tool(srv: ModelServer, agents: list[Agent]) 
         assert errors[0].kind == "aborted"
         assert seen[0].cancel.is_set()
         result = tool_results(agent.history)[0]
-        assert set(result) == {"type", "tool_call_id", "tool_name", "output"}
+        # API.md §Details "Stored results say what happened": the part says it was interrupted.
+        assert set(result) == {"type", "tool_call_id", "tool_name", "output", "interrupted"}
+        assert result["interrupted"] is True
         assert result["output"]["type"] == "error-text" and "interrupt" in result["output"]["value"].lower()
     finally:
         release.set()

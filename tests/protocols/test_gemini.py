@@ -167,6 +167,24 @@ def test_function_results_pair_by_name_and_id() -> None:
     }
 
 
+def test_results_of_one_turn_in_two_tool_messages_travel_as_one_content_in_call_order() -> None:
+    """A call that waited for an approval gets its result in a later tool message (API.md
+    §Durable sessions): Gemini wants one content with every response, matched by name and order."""
+    messages = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [call("call_1"), call("call_2")]},
+        {"role": "tool", "content": [result({"type": "text", "value": "second"}, "call_2")]},
+        {"role": "tool", "content": [result({"type": "text", "value": "first"}, "call_1")]},
+    ]
+    contents = body_of(make(messages))["contents"]
+    assert [c["role"] for c in contents] == ["user", "model", "user"]
+    assert [p["functionResponse"]["id"] for p in contents[2]["parts"]] == ["call_1", "call_2"]
+    assert [p["functionResponse"]["response"] for p in contents[2]["parts"]] == [
+        {"output": "first"},
+        {"output": "second"},
+    ]
+
+
 def test_text_results_and_denials() -> None:
     messages = [
         {"role": "assistant", "content": [call()]},

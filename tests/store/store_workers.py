@@ -197,7 +197,14 @@ def run_agent(job: dict[str, Any]) -> None:
 
 
 def agent_config(base_url: str) -> dict[str, Any]:
-    return {"base_url": base_url, "model": "m", "no_tool_rounds": 1, "retry_base_delay": 0.01}
+    # A short lease: after a SIGKILL the next agent waits for the dead holder's lease to lapse.
+    return {
+        "base_url": base_url,
+        "model": "m",
+        "no_tool_rounds": 1,
+        "retry_base_delay": 0.01,
+        "session_lease": 0.5,
+    }
 
 
 if __name__ == "__main__":

@@ -221,27 +221,44 @@ def test_editing_or_removing_stored_entries_is_a_conflict_that_writes_nothing(
     assert [m.get("content") for m in store.load("u")][2] == "two"
 
 
-def test_the_second_writer_gets_a_conflict_before_writing_and_reload_catches_up(
+def test_a_writer_behind_the_store_is_brought_up_to_date_before_its_send(
     server: ModelServer, make_store: MakeStore
 ) -> None:
+    """API.md §Durable sessions: behind the store (another writer appended) is not a conflict;
+    the agent takes the stored entries first, as reload() does. (It used to be a conflict.)"""
     server.add("reply to a", "reply to b")
     a = session_agent(server, make_store().session("shared"))
     b = session_agent(server, make_store().session("shared"))
     a.send("from a")
     history_object = b.history
-    with pytest.raises(AgentError) as caught:
-        b.send("from b")
-    assert caught.value.kind == "conflict"
-    assert b.history == [] and len(server.requests) == 1
-    b.reload()
-    assert b.history is history_object and b.history == a.history
     b.send("from b")
+    assert b.history is history_object
     assert [m.get("content") for m in make_store().load("shared")] == [
         "from a",
         [{"type": "text", "text": "reply to a"}],
         "from b",
         [{"type": "text", "text": "reply to b"}],
     ]
+    assert b.history == make_store().load("shared")
+    b.reload()
+    assert b.history is history_object and b.history == make_store().load("shared")
+
+
+def test_a_history_that_diverged_from_the_store_is_a_conflict_before_anything_is_written(
+    server: ModelServer, make_store: MakeStore
+) -> None:
+    """Entries appended by hand that the store does not hold, while it holds others since."""
+    server.add("reply to a")
+    a = session_agent(server, make_store().session("split"))
+    b = session_agent(server, make_store().session("split"))
+    a.send("from a")
+    b.history.append(user("written by hand in b"))
+    with pytest.raises(AgentError) as caught:
+        b.send("from b")
+    assert caught.value.kind == "conflict"
+    assert len(server.requests) == 1 and len(make_store().load("split")) == 2
+    b.reload()
+    assert b.history == a.history
 
 
 def test_a_conflict_in_the_middle_of_a_run_fails_it_cleanly(

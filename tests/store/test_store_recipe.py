@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,22 +22,25 @@ def recipe(store: Any, server: ModelServer) -> Any:
     return namespace["handle_message"]
 
 
-def test_requests_answer_in_turn_and_a_raced_request_is_told_so(store: Any) -> None:
+def test_requests_answer_in_turn_and_a_newer_message_takes_over_a_running_one(store: Any) -> None:
     with ModelServer() as server:
         handle_message = recipe(store, server)
         server.add("Hello, Ada.")
         assert handle_message("ada", "Hi, I am Ada.") == "Hello, Ada."
 
         answers: dict[str, str] = {}
+        second_done = threading.Event()
 
         def meanwhile_another_worker_answers(_recorded: Recorded) -> str:
-            # While this request waits for the model, a second request of the same user runs to
-            # its end on "another worker": its entries land first.
+            # While this request waits for the model, a second request of the same user arrives
+            # on "another worker": it stops the first run and answers from the store.
             answers["second"] = handle_message("ada", "Are you there?")
+            second_done.set()
             return "You asked about the weather."
 
         server.add(meanwhile_another_worker_answers, "Yes, I am here.")
         answers["first"] = handle_message("ada", "What about the weather?")
+        assert second_done.wait(60), "the second request did not finish"
 
     assert answers["second"] == "Yes, I am here."
     assert answers["first"].startswith("Another reply to this conversation is on its way")
