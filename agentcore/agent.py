@@ -99,6 +99,7 @@ class Agent:
         self.id: str = id if id is not None else random_hex()
         self._runs = Runs(self.id[:8])
         self._pool_box: list[Any] = []
+        self._kept: Any = None  # loop.Kept: what one run keeps for the next (made at the first run)
         self._closed = False
         self._finalizer = weakref.finalize(self, _close_pools, self._pool_box)
 
@@ -372,11 +373,12 @@ class Agent:
 
         def admit(running: Running, superseding: bool) -> _loop.RunState:
             hold = running.hold
+            kept = self._kept_for_a_run()
             appended = self._write_first(
-                overrides, message, hold, deliver=deliver, superseding=superseding, resume=resume
+                overrides, message, hold, kept, deliver=deliver, superseding=superseding, resume=resume
             )
             self._apply(overrides)
-            return self._run_state(running, appended, callbacks, sinks, run_id, resume)
+            return self._run_state(running, appended, kept, callbacks, sinks, run_id, resume)
 
         def take_session(running: Running) -> Any:
             from . import durable
@@ -399,6 +401,7 @@ class Agent:
         overrides: Overrides,
         message: Message | None,
         hold: Any,
+        kept: Any,
         *,
         deliver: bool,
         superseding: bool,
@@ -423,6 +426,7 @@ class Agent:
                 self.session,
                 hold.journal,
                 resume=resume,
+                known=kept.reuse,
             )
         except BaseException:
             hold.queues.give_back("steer", steers)  # nothing was written: they wait for the next run
@@ -432,6 +436,7 @@ class Agent:
         self,
         running: Running,
         appended: list[Message],
+        kept: Any,
         callbacks: Mapping[str, Callable[..., Any]] | None,
         sinks: Sequence[Listener],
         run_id: str | None,
@@ -468,7 +473,18 @@ class Agent:
             journal=hold.journal,
             resume=resume,
             handover=lambda: running.handover,
+            reuse=kept.reuse,
+            memo=kept.memo,
         )
+
+    def _kept_for_a_run(self) -> Any:
+        """What this agent's runs keep for the next (loop.Kept), to compare with history anew."""
+        from . import loop as _loop
+
+        if self._kept is None:
+            self._kept = _loop.Kept()
+        self._kept.new_run()  # history may have been edited since the last run
+        return self._kept
 
     def _apply(self, overrides: Overrides) -> None:
         """What a send was given stays in force (API.md §Agent `send`): written once it is sure to run."""

@@ -126,7 +126,18 @@ _BASE_URL = re.compile(r"^https?://(\[[0-9a-f:.]+\]|[^/\s?#:@\[\]]+)(:\d+)?([/?#
 
 
 class Config(dict[str, Any]):
-    """A config dict whose repr never shows an API key."""
+    """A config dict whose repr never shows an API key.
+
+    `checked`: `merge` validated these values (kept by `Config(config)`, a copy of the same values;
+    any other way of making one, `agent.config` included, starts unchecked).
+    """
+
+    checked = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if len(args) == 1 and not kwargs and isinstance(args[0], Config) and args[0].checked:
+            self.checked = True
 
     def __repr__(self) -> str:
         shown = dict(self)
@@ -154,13 +165,18 @@ def _masked_key(key: Any) -> str:
 
 def resolve(overrides: Mapping[str, Any] | None) -> Config:
     """Defaults merged with `overrides`, validated."""
-    return merge(Config(copy_config(DEFAULTS)), overrides or {})
+    return merge(DEFAULTS, overrides or {})  # merge copies what it starts from
 
 
 def merge(base: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> Config:
     """Apply send-time overrides: capabilities/compact merge key by key, the rest replaces."""
     if overrides is not None and not isinstance(overrides, Mapping):
         raise ConfigTypeError(f"config must be a dict, got {type(overrides).__name__}")
+    if not overrides and isinstance(base, Config) and base.checked:
+        # An agent's own config, checked when it was made and never handed out (`agent.config`
+        # is a copy): nothing in it can have changed, and each send would check it again. Its
+        # values are never changed in place (a send's overrides replace them), so they are shared.
+        return Config(base)
     merged = Config(copy_config(dict(base)))
     for key, value in (overrides or {}).items():
         if key not in DEFAULTS:
@@ -170,6 +186,7 @@ def merge(base: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> Confi
         else:
             merged[key] = copy_config(value)
     validate(merged)
+    merged.checked = True
     return merged
 
 
@@ -192,9 +209,9 @@ def _hint(key: Any) -> str:
 def copy_config(value: Any) -> Any:
     """Copy the plain-JSON parts of a config; objects (adapters, output specs, callables) are shared."""
     if isinstance(value, dict):
-        return {k: copy_config(v) for k, v in value.items()}
+        return {k: copy_config(v) if isinstance(v, dict | list) else v for k, v in value.items()}
     if isinstance(value, list):
-        return [copy_config(v) for v in value]
+        return [copy_config(v) if isinstance(v, dict | list) else v for v in value]
     return value
 
 

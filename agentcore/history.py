@@ -221,18 +221,23 @@ class Closer(Protocol):
     def close(self, call_ids: Sequence[str]) -> list[dict[str, Any]]: ...
 
 
-def close_open_calls(history: list[Message], journal: Closer | None = None) -> list[Message]:
+def close_open_calls(
+    history: list[Message], journal: Closer | None = None, known: Any = None
+) -> list[Message]:
     """Answer calls a loaded history left without a result (a process died mid-tool) as interrupted.
 
     A call without its result makes the vendors reject the conversation on every later request;
     appending the missing results keeps history append-only and valid. With a `journal`, the
     journal closes them first and says each result (a call that waited for a decision is denied:
     "no decision was made before the conversation moved on"), so a later decision finds nothing
-    to decide. Returns what was appended.
+    to decide. Returns what was appended. `known` (a `fold.Reuse`) tells the open calls from the
+    entries its fold has not seen, when it can.
     """
     from .tools.shape import interrupted_result
 
-    pending = open_calls(history)
+    pending = known.open_calls(history) if known is not None else None
+    if pending is None:
+        pending = open_calls(history)
     if not pending:
         return []
     if journal is None:
@@ -257,15 +262,17 @@ def write_input(
     journal: Closer | None = None,
     *,
     resume: bool = False,
+    known: Any = None,
 ) -> list[Message]:
     """Close open calls, append `entries`; with a session, commit all of it or write nothing.
 
     A resume continues the open calls instead (loop.py). The caller has brought `history` up to
     date with the session first (`Session.sync`, which also checks it). Returns what was
-    appended (the closing results first, when calls were left open).
+    appended (the closing results first, when calls were left open). `known`: see
+    `close_open_calls`.
     """
     start = len(history)
-    appended = [] if resume else close_open_calls(history, journal)
+    appended = [] if resume else close_open_calls(history, journal, known)
     for entry in entries:
         append_to(history, entry)
         appended.append(entry)

@@ -291,7 +291,7 @@ def _http_request(
     timeout, idle_timeout = timeouts
     adapter = get_adapter(protocol)
     wire = adapter.build(request)
-    body = _encoded(encoded_body(wire.body, active()), _request_where(request, protocol))
+    body = _encoded(wire.body, _request_where(request, protocol))
     headers = {"Content-Type": "application/json", **wire.headers}
     if request.stream:
         headers.setdefault("Accept", "text/event-stream")
@@ -311,12 +311,13 @@ def _http_request(
         return _read_json(response, chunks, adapter, request, on_event, secrets, protocol)
 
 
-def _encoded(text: str, where: str) -> bytes:
+def _encoded(body: Any, where: str) -> bytes:
     """The UTF-8 body. A lone surrogate (a loaded or hand-edited history) goes out as U+FFFD."""
     try:
-        return text.encode("utf-8")
+        return encoded_body(body, active())
     except UnicodeEncodeError:
-        text, found = surrogates.sub_text(text)
+        # Nothing kept is changed by a failed encoding: the kept text only ever holds valid UTF-8.
+        text, found = surrogates.sub_text(json.dumps(body, ensure_ascii=False, separators=(",", ":")))
         surrogates.warn(where, found, _SENT_AS)
         return text.encode("utf-8")
 

@@ -95,9 +95,9 @@ class RunState:
     # The context of the current history length (and connection): the budget check and the request
     # of a round (and its retries) share one build, since history only grows during a run.
     context_cache: tuple[tuple[int, Any], Context] | None = None
-    # The selected messages of history so far, extended each round by what was appended.
+    # The fold of history so far, extended each round by what was appended, and the wire forms of
+    # the latest request: the agent's own (`Kept`), kept from run to run.
     reuse: Reuse = field(default_factory=Reuse)
-    # Each entry's token count and wire form, computed once per run (see `_utils/memo.py`).
     memo: Memo = field(default_factory=Memo)
     # What the run has spent, checked against config["limits"] before each request (budget.py).
     budget: Budget = field(default_factory=lambda: Budget(None, None))
@@ -126,6 +126,22 @@ class _Round:
         name = member.name if member is not None else fallback_name
         primary = member is None or member.primary
         return Spent(name, not primary, max(1, self.attempts), retried)
+
+
+@dataclass
+class Kept:
+    """What the runs of one agent keep for the next: the fold of its history, the memo of requests.
+
+    Both check that history is still what they were made from (`fold.Reuse`, `_utils/memo.py`);
+    `new_run()` before each run makes them compare it again, since history may have been edited.
+    """
+
+    reuse: Reuse = field(default_factory=Reuse)
+    memo: Memo = field(default_factory=Memo)
+
+    def new_run(self) -> None:
+        self.reuse.new_run()
+        self.memo.new_run()
 
 
 @dataclass
@@ -166,6 +182,8 @@ def run(state: RunState) -> SendResult:
             except Reached as reached:
                 state.events.budget_reached(reached.limit)
                 result = _finish(state, state.last, "budget", limit=reached.limit)
+            finally:
+                state.memo.new_run()  # between sends the agent keeps only what the next one reuses
     except HookFailed as failed:
         error = failed.to_error()
         state.events.agent_end(error=error, steps=state.steps, usage=state.usage)
@@ -425,6 +443,11 @@ class _Asked:
     spec: Any
     # Characters of the request, for the token ratio its reported usage teaches.
     chars: int
+    # How many of the first `messages` are the context build's (0 once a hook or text mode remade
+    # them), and which of the fold's messages they are: the adapters may reuse what they made of
+    # those for an earlier request (`memo.built`).
+    own: int = 0
+    shape: Any = None
 
 
 def _asked(
@@ -432,7 +455,6 @@ def _asked(
 ) -> _Asked:
     """The context build, the reminder or output feedback, then what the hook and `mode` make of it."""
     ctx = _context(state, connection)
-    state.memo.built = list(map(id, ctx.messages))  # the adapters may reuse what they rendered of these
     messages = list(ctx.messages)
     if reminder:
         messages.append({"role": "user", "content": state.config["no_tool_prompt"]})
@@ -447,7 +469,16 @@ def _asked(
         messages = copied(messages)
         asked = {"step": state.steps + 1, "system": system, "messages": messages, "tools": tools}
         system, messages, tools, schema = state.hooks.prepared(asked, state.tools.schema)
-        chars = len(system) + _tokens.messages_chars(messages)
+        return _text_if(mode, system, messages, tools, schema, len(system) + _tokens.messages_chars(messages))
+    if mode != "text":
+        return _Asked(system, messages, tools, None, chars, len(ctx.messages), ctx.shape)
+    return _text_if(mode, system, messages, tools, schema, chars)
+
+
+def _text_if(
+    mode: str, system: str, messages: list[Message], tools: list[dict[str, Any]], schema: Any, chars: int
+) -> _Asked:
+    """What an attempt sends in `mode` when the messages are no longer the build's own."""
     if mode != "text":
         return _Asked(system, messages, tools, None, chars)
     system, messages, spec = as_text(system, messages, schema)
@@ -492,6 +523,7 @@ def _send(state: RunState, member: Member, asked: _Asked) -> LLMResult:
     )
     partial = _Partial(spec=asked.spec)
     state.partial = partial
+    state.memo.built = (asked.messages, asked.own, asked.shape) if asked.own else None
     try:
         result = complete(
             connection, request, cancel=state.cancel, on_event=_event_sink(state.events, partial)
@@ -501,6 +533,8 @@ def _send(state: RunState, member: Member, asked: _Asked) -> LLMResult:
         if error.kind != "aborted":
             state.partial = None
         raise
+    finally:
+        state.memo.built = None  # the request is made: nothing else may take its messages for its own
     state.partial = None
     if result.usage_reported:
         state.usage.add(result.usage)

@@ -1,23 +1,25 @@
 """Client overhead per loop step: agentcore against a bare `requests` loop.
 
-    python bench/loop_overhead.py [--quick]
+    python bench/loop_overhead.py [--quick] [--repeats 7]
 
-Both clients run the same tool chain (one tool call per step, streaming on, the whole
-growing conversation sent each step) against the same local model server, in one process.
-Client overhead per step = wall time per request − the server's own time for it (measured
-inside the server), so the figure is what each client adds, not what the server costs.
+Both clients run the same tool chain (one tool call per step, streaming on, the whole growing
+conversation sent each step) against the same scripted model server, which runs in a process
+of its own (bench/servers.py), as a real endpoint does. Client overhead per step = (wall time −
+the server's busy time) / requests, so the figure is what each client adds, not what the
+server costs. 20 sessions at once: 20 threads each running a 10-step chain, steps per second.
 
-Also measured: 20 sessions at once (threads, one server), steps/s; `import agentcore` time in a
-fresh process; the peak RSS of a fresh process after a 100-step chain; and a fresh process that
-imports, builds an agent and gets one reply, against the same script written with bare `requests`.
-The table at the end is the one in README's performance section. Targets (issue 13): chain100 ≤
-1.0× the bare loop, chain20 ≤ 1.5×, step 100 ≤ 1.2× step 20; 20 sessions ≥ 0.9× the bare loop's
-steps/s; import ≤ 30 ms; RSS after 100 steps ≤ 40 MB.
+Repeats are interleaved (each repeat measures every client once, so a machine that gets busier
+or quieter moves them alike); each figure is the median of the repeats with their range, and
+each ratio the median of the per-repeat ratios. The CPU line: client CPU time per step (all
+threads) of fresh processes, the steadier figure on a busy machine.
+
+Targets (issue 23): chain100 ≤ 1.0× the bare loop, chain20 ≤ 1.2×, 20 sessions ≥ 0.95×.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -28,9 +30,10 @@ from typing import Any
 
 import requests
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from servers import Server, model_server
+
 from agentcore import Agent, tool
-from agentcore.testing import ModelServer
-from agentcore.testing import server as server_module
 
 SYSTEM = "You are a careful assistant. Use the tools to do the work, one step at a time. " * 20
 TOOL_SCHEMA = {
@@ -48,53 +51,6 @@ def step(n: int) -> str:
         n: The step number.
     """
     return f"step {n} recorded; the job log now has {n} entries"
-
-
-# ---------------------------------------------------------------- server time
-
-
-class ServerClock:
-    """Adds up the time the server spends handling each request (inside do_POST)."""
-
-    def __init__(self) -> None:
-        self.total = 0.0
-        self.lock = threading.Lock()
-        original = server_module._Handler.do_POST
-        clock = self
-
-        def timed(handler: Any) -> None:
-            started = time.perf_counter()
-            try:
-                original(handler)
-            finally:
-                with clock.lock:
-                    clock.total += time.perf_counter() - started
-
-        server_module._Handler.do_POST = timed  # type: ignore[method-assign]
-
-    def reset(self) -> float:
-        with self.lock:
-            total, self.total = self.total, 0.0
-        return total
-
-
-def script(steps: int) -> list[Any]:
-    calls: list[Any] = [
-        {"tool_calls": [{"name": "step", "arguments": {"n": i + 1}}], "chunk_size": 16} for i in range(steps)
-    ]
-    return [*calls, {"text": "All steps are recorded.", "chunk_size": 16}]
-
-
-def chain_reply(steps: int) -> Any:
-    """A reply that depends only on the request (its tool results): any number of sessions at once."""
-
-    def reply(recorded: Any) -> dict[str, Any]:
-        done = sum(1 for m in recorded.body["messages"] if m["role"] == "tool")
-        if done < steps:
-            return {"tool_calls": [{"name": "step", "arguments": {"n": done + 1}}], "chunk_size": 16}
-        return {"text": "All steps are recorded.", "chunk_size": 16}
-
-    return reply
 
 
 # ---------------------------------------------------------------- the two clients
@@ -218,210 +174,108 @@ def _read_sse(response: requests.Response) -> tuple[str, list[dict[str, str]]]:
     return "".join(text), list(calls.values())
 
 
-def overhead_ms_per_step(clock: ServerClock, client: Any, steps: int, repeats: int) -> float:
-    """Median over repeats of (wall − server time) / requests, in ms."""
-    figures = []
-    for _ in range(repeats):
-        with ModelServer(script(steps)) as server:
-            clock.reset()
-            started = time.perf_counter()
-            made = client(server.base_url, steps)
-            wall = time.perf_counter() - started
-            figures.append((wall - clock.reset()) / made * 1000)
-    return statistics.median(figures)
+def ms_per_step(server: Server, client: Any, steps: int) -> float:
+    """(wall − server busy time) / requests of one chain, in ms."""
+    server.busy()
+    started = time.perf_counter()
+    made = client(server.base_url, steps)
+    wall = time.perf_counter() - started
+    return (wall - server.busy()) / made * 1000
 
 
-# ---------------------------------------------------------------- fresh processes
+def sessions_per_second(server: Server, client: Any, sessions: int, steps: int) -> float:
+    """Requests per second with `sessions` chains running at once on threads."""
+    barrier = threading.Barrier(sessions + 1)
+    made: list[int] = []
 
-IMPORT_SNIPPET = (
-    "import time; t = time.perf_counter(); import agentcore; print((time.perf_counter() - t) * 1000)"
-)
+    def session() -> None:
+        barrier.wait()
+        made.append(client(server.base_url, steps))
 
-AGENT_SCRIPT = textwrap.dedent("""
-    import sys
-    from agentcore import Agent
-    print(Agent(config={"base_url": sys.argv[1], "model": "m"}).send("hi").text)
-""")
-
-BARE_SCRIPT = textwrap.dedent("""
-    import json, sys
-    import requests
-    r = requests.post(sys.argv[1] + "/chat/completions", stream=True, json={
-        "model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True,
-        "stream_options": {"include_usage": True}})
-    text = []
-    for line in r.iter_lines():
-        if line.startswith(b"data: ") and line[6:] != b"[DONE]":
-            for c in json.loads(line[6:]).get("choices") or []:
-                text.append((c.get("delta") or {}).get("content") or "")
-    print("".join(text))
-""")
+    threads = [threading.Thread(target=session) for _ in range(sessions)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    return sum(made) / (time.perf_counter() - started)
 
 
-def import_ms(runs: int) -> float:
-    return statistics.median(
-        float(
-            subprocess.run(
-                [sys.executable, "-c", IMPORT_SNIPPET], capture_output=True, text=True, check=True
-            ).stdout
-        )
-        for _ in range(runs)
-    )
+CLIENTS = {
+    "bare `requests` loop": run_bare,
+    "agentcore": run_agentcore,
+    "agentcore, agent.stream": run_agentcore_streamed,
+    "bare loop, `stream: false`": run_bare_unstreamed,
+    "agentcore, `stream: false`": run_agentcore_unstreamed,
+}
+# Each agentcore row is compared with the bare loop making the same kind of request.
+BASELINE = {name: "bare `requests` loop" for name in CLIENTS}
+BASELINE["agentcore, `stream: false`"] = "bare loop, `stream: false`"
+COLUMNS = ("chain20", "chain100", "sessions")
 
 
-def fresh_process_ratio(runs: int) -> tuple[float, float]:
-    with ModelServer(default={"text": "hello there"}) as server:
-        agent_times, bare_times = [], []
-        for _ in range(runs):
-            for code, times in ((AGENT_SCRIPT, agent_times), (BARE_SCRIPT, bare_times)):
-                started = time.perf_counter()
-                out = subprocess.run(
-                    [sys.executable, "-c", code, server.base_url], capture_output=True, text=True
-                )
-                times.append(time.perf_counter() - started)
-                assert "hello there" in out.stdout, out.stderr
-    return statistics.median(agent_times) * 1000, statistics.median(bare_times) * 1000
+def measure(repeats: int) -> dict[str, dict[str, list[float]]]:
+    samples = {name: {column: [] for column in COLUMNS} for name in CLIENTS}
+    with (
+        model_server("chain", 20) as c20,
+        model_server("chain", 100) as c100,
+        model_server("chain", 10) as c10,
+    ):
+        for client in CLIENTS.values():  # warm: imports, connection pools
+            ms_per_step(c20, client, 20)
+        for _ in range(repeats):
+            for name, client in CLIENTS.items():
+                samples[name]["chain20"].append(ms_per_step(c20, client, 20))
+                samples[name]["chain100"].append(ms_per_step(c100, client, 100))
+                samples[name]["sessions"].append(sessions_per_second(c10, client, 20, 10))
+    return samples
 
 
-def sessions_per_second(client: Any, sessions: int, steps: int, repeats: int) -> float:
-    """Median over repeats of requests per second with `sessions` chains running at once on threads."""
-    figures = []
-    for _ in range(repeats):
-        with ModelServer(default=chain_reply(steps)) as server:
-            barrier = threading.Barrier(sessions + 1)
-            made: list[int] = []
-
-            def session(barrier: threading.Barrier, made: list[int], base_url: str) -> None:
-                barrier.wait()
-                made.append(client(base_url, steps))
-
-            threads = [
-                threading.Thread(target=session, args=(barrier, made, server.base_url))
-                for _ in range(sessions)
-            ]
-            for thread in threads:
-                thread.start()
-            barrier.wait()
-            started = time.perf_counter()
-            for thread in threads:
-                thread.join()
-            figures.append(sum(made) / (time.perf_counter() - started))
-    return statistics.median(figures)
+def spread(values: list[float], digits: int = 2) -> str:
+    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}–{max(values):.{digits}f})"
 
 
-RSS_SCRIPT = textwrap.dedent("""
-    import sys
-    sys.path.insert(0, sys.argv[3])
-    import loop_overhead as bench
-    getattr(bench, sys.argv[2])(sys.argv[1], 100)
-    print(bench.peak_rss_mb())
-""")
-
-
-def peak_rss_mb() -> float:
-    """This process image's peak RSS (`VmHWM`; `ru_maxrss` would include the parent's, see memory.py)."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
-
-
-def rss_mb(client: str, runs: int) -> float:
-    """Peak RSS (MB) of a fresh process that ran one 100-step chain with `client`."""
-    import os
-
-    here = os.path.dirname(os.path.abspath(__file__))
-    with ModelServer(default=chain_reply(100)) as server:
-        return statistics.median(
-            float(
-                subprocess.run(
-                    [sys.executable, "-c", RSS_SCRIPT, server.base_url, client, here],
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                ).stdout.split()[-1]
-            )
-            for _ in range(runs)
-        )
+def ratios(samples: dict[str, dict[str, list[float]]], name: str, column: str) -> list[float]:
+    base = samples[BASELINE[name]][column]
+    return [a / b for a, b in zip(samples[name][column], base, strict=True)]
 
 
 def main() -> None:
     quick = "--quick" in sys.argv
-    repeats = 2 if quick else 5
-    clock = ServerClock()
-    # Warm both paths (imports, connection pools, JIT-free but cache-warm).
-    overhead_ms_per_step(clock, run_agentcore, 5, 1)
-    overhead_ms_per_step(clock, run_bare, 5, 1)
-    print(f"python {sys.version.split()[0]}; median of {repeats} runs; client overhead per step (ms)")
-    clients = {
-        "bare `requests` loop": run_bare,
-        "agentcore": run_agentcore,
-        "agentcore, agent.stream": run_agentcore_streamed,
-        "bare loop, `stream: false`": run_bare_unstreamed,
-        "agentcore, `stream: false`": run_agentcore_unstreamed,
-    }
-    # Each agentcore row is compared with the bare loop making the same kind of request.
-    baseline = {name: "bare `requests` loop" for name in clients}
-    baseline["agentcore, `stream: false`"] = "bare loop, `stream: false`"
-    # Interleaved: each repeat measures every client once, so a machine that gets busier or
-    # quieter during the run moves all of them alike; the medians are then compared.
-    samples: dict[str, list[list[float]]] = {name: [[], [], []] for name in clients}
-    for _ in range(repeats):
-        for column, steps in enumerate((20, 100)):
-            for name, client in clients.items():
-                samples[name][column].append(overhead_ms_per_step(clock, client, steps, 1))
-        for name, client in clients.items():
-            samples[name][2].append(sessions_per_second(client, 20, 10, 1))
-    rows = {name: [statistics.median(column) for column in columns] for name, columns in samples.items()}
-    runs = 5 if quick else 15
-    imported = import_ms(runs)
-    rss = {"bare `requests` loop": rss_mb("run_bare", 3), "agentcore": rss_mb("run_agentcore", 3)}
-    bare = rows["bare `requests` loop"]
-    print()
-    print(
-        "| | chain20 ms/step | chain100 ms/step | step 100 / step 20 "
-        "| 20 sessions at once, steps/s | RSS after 100 steps |"
+    repeats = (
+        int(sys.argv[sys.argv.index("--repeats") + 1]) if "--repeats" in sys.argv else (3 if quick else 7)
     )
-    print("|---|---|---|---|---|---|")
-    for name, (c20, c100, rate) in rows.items():
-        base = rows[baseline[name]]
-        ratio = "" if name.startswith("bare") else f" ({c20 / base[0]:.2f}×)"
-        ratio100 = "" if name.startswith("bare") else f" ({c100 / base[1]:.2f}×)"
-        rate_ratio = "" if name.startswith("bare") else f" ({rate / base[2]:.2f}×)"
-        memory = f"{rss[name]:.1f} MB" if name in rss else ""
-        cells = [f"{c20:.2f}{ratio}", f"{c100:.2f}{ratio100}", f"{c100 / c20:.2f}", f"{rate:.0f}{rate_ratio}"]
-        print(f"| {name} | {' | '.join(cells)} | {memory} |")
+    load = os.getloadavg()[0]
+    print(f"python {sys.version.split()[0]}; {repeats} interleaved repeats; load average {load:.2f}")
+    samples = measure(repeats)
     print()
-    print(f"  import agentcore (fresh process, in-process time): {imported:5.1f} ms (target <= 30 ms)")
-    agent_ms, bare_ms = fresh_process_ratio(runs)
-    print(
-        f"  fresh process, import + agent + one reply: agentcore {agent_ms:5.1f} ms, "
-        f"bare requests {bare_ms:5.1f} ms, "
-        f"ratio {agent_ms / bare_ms:4.2f}x (target <= 1.3x)"
-    )
-    print(f"  {cpu_line(repeats)}")
-    print(f"  {memory_line()}")
-    print(f"  {first_round_line(3 if quick else 5)}")
+    print("client overhead ms/step (ratio to the bare loop); steps/s; median (range) of the repeats")
     print()
-    c20, c100, rate = rows["agentcore"]
+    print("| | chain20 ms/step | chain100 ms/step | step 100 / step 20 | 20 sessions at once, steps/s |")
+    print("|---|---|---|---|---|")
+    for name in CLIENTS:
+        cells = []
+        for column in COLUMNS:
+            cell = spread(samples[name][column], 0 if column == "sessions" else 2)
+            if not name.startswith("bare"):
+                cell += f"; {spread(ratios(samples, name, column))}×"
+            cells.append(cell)
+        flat = [b / a for a, b in zip(samples[name]["chain20"], samples[name]["chain100"], strict=True)]
+        cells.insert(2, spread(flat))
+        print(f"| {name} | {' | '.join(cells)} |")
+    print()
+    print(f"  {cpu_line(3 if quick else 5)}")
+    print(f"  load average at the end {os.getloadavg()[0]:.2f}")
+    print()
+    median = {column: statistics.median(ratios(samples, "agentcore", column)) for column in COLUMNS}
     checks = [
-        ("chain20 <= 1.5x the bare loop", c20 / bare[0] <= 1.5),
-        ("chain100 <= 1.0x the bare loop", c100 / bare[1] <= 1.0),
-        ("step 100 <= 1.2x step 20", c100 / c20 <= 1.2),
-        (
-            "step 100 <= 1.2x step 20, agent.stream",
-            rows["agentcore, agent.stream"][1] / rows["agentcore, agent.stream"][0] <= 1.2,
-        ),
-        (
-            "step 100 <= 1.2x step 20, `stream: false`",
-            rows["agentcore, `stream: false`"][1] / rows["agentcore, `stream: false`"][0] <= 1.2,
-        ),
-        ("20 sessions >= 0.9x the bare loop", rate / bare[2] >= 0.9),
-        ("import agentcore <= 30 ms", imported <= 30),
+        ("chain20 <= 1.2x the bare loop", median["chain20"] <= 1.2),
+        ("chain100 <= 1.0x the bare loop", median["chain100"] <= 1.0),
+        ("20 sessions >= 0.95x the bare loop's steps/s", median["sessions"] >= 0.95),
     ]
-    for name, ok in checks:
-        print(f"  {'met    ' if ok else 'NOT met'}  {name}")
+    for text, ok in checks:
+        print(f"  {'met    ' if ok else 'NOT met'}  {text} (median of the per-repeat ratios)")
 
 
 CPU_SCRIPT = textwrap.dedent("""
@@ -439,15 +293,11 @@ CPU_SCRIPT = textwrap.dedent("""
 def cpu_line(repeats: int) -> str:
     """Client CPU time per step (all threads), the model server in another process: the steady
     figure on a busy machine (wall-clock overhead swings with whatever else runs)."""
-    import os
-
     here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, here)
-    from cpu_per_step import chain_server  # the same chain, served from another process
-
     figures: dict[tuple[str, int], list[float]] = {}
     for steps in (20, 100):
-        with chain_server(steps) as base_url:
+        with model_server("chain", steps) as server:
+            base_url = server.base_url
             for _ in range(repeats):
                 for client in ("run_bare", "run_agentcore"):
                     out = subprocess.run(
@@ -463,35 +313,6 @@ def cpu_line(repeats: int) -> str:
         bare, ours = med["run_bare", steps], med["run_agentcore", steps]
         cells.append(f"chain{steps} bare {bare:.2f}, agentcore {ours:.2f} ({ours / bare:.2f}x)")
     return f"client CPU ms/step, server in another process (median of {repeats}): " + "; ".join(cells)
-
-
-def memory_line() -> str:
-    """The last line of `bench/memory.py`: RSS after a 100-step chain, server in another process."""
-    import os
-
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "memory.py")
-    out = subprocess.run([sys.executable, script], capture_output=True, text=True, check=True).stdout
-    return out.strip().splitlines()[-1].strip()
-
-
-def first_round_line(tries: int) -> str:
-    """`bench/tool_calls.py`'s cold fan-out: 16 x 0.2 s file tools in a new agent's first round."""
-    import contextlib
-    import io
-    import os
-    import shutil
-
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import tool_calls
-
-    folder = tool_calls.tool_folder()
-    out = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out):
-            tool_calls.first_round_figures(folder, tries=tries)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-    return out.getvalue().strip()
 
 
 if __name__ == "__main__":

@@ -170,3 +170,15 @@ def test_a_selection_that_starts_mid_task_opens_with_a_request_only_user_line() 
     ctx = context.build(h, max_context_tokens=10000)
     assert ctx.messages[0] == {"role": "user", "content": context.CONTINUE_PROMPT}
     assert all(m.get("content") != context.CONTINUE_PROMPT for m in h)
+
+
+def test_the_characters_counted_are_those_of_the_request() -> None:
+    """`chars` is the system prompt (summary folded in) + the selected messages + the tools."""
+    h: list[dict[str, object]] = [history.user("first goal")]
+    for n in range(6):
+        h += call_turn(f"c{n}")
+    h.append(history.compact("summary so far"))
+    h += [history.user("after"), *call_turn("c9")]
+    for budget in (128000, 400, float("inf")):
+        ctx = context.build(h, system="sys", max_context_tokens=budget)
+        assert ctx.chars == len(ctx.system) + tokens.messages_chars(ctx.messages)

@@ -36,7 +36,7 @@ RANKS = [
         "budget",
     ),
     ("protocols", "text_tools", "connection", "fallback"),
-    ("llm", "_http", "context"),
+    ("llm", "_http", "context", "fold"),
     ("compact", "batch", "durable"),
     ("loop",),
     ("agent", "aio", "subagent"),

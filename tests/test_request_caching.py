@@ -28,7 +28,7 @@ from agentcore import history as h
 from agentcore._utils import memo as memo_module
 from agentcore._utils import tokens
 from agentcore._utils.memo import Memo, activated, snapshot
-from agentcore.call_ids import used_ids
+from agentcore.call_ids import open_calls, used_ids
 from agentcore.protocols import get
 from agentcore.protocols._common import encoded_body
 from agentcore.protocols.base import DEFAULT_CAPABILITIES, Request
@@ -55,9 +55,11 @@ def body(
     capabilities: dict[str, bool],
     fallback: str,
     reuse: context.Reuse | None = None,
+    budget: float = float("inf"),
+    ratio: float | None = None,
 ) -> bytes:
     try:
-        return _body(history, protocol, capabilities, fallback, reuse)
+        return _body(history, protocol, capabilities, fallback, reuse, budget, ratio)
     except Exception as error:  # bad input (an edit put a number in a text): the same failure either way
         return f"{type(error).__name__}: {error}".encode()
 
@@ -68,22 +70,27 @@ def _body(
     capabilities: dict[str, bool],
     fallback: str,
     reuse: context.Reuse | None,
+    budget: float,
+    ratio: float | None,
 ) -> bytes:
+    """The request body the loop would send for `history`, built the way the loop builds it."""
     ctx = context.build(
         history,
         system="Be brief.",
         tools=TOOLS,
-        max_context_tokens=float("inf"),
+        max_context_tokens=budget,
+        ratio=ratio,
         protocol=protocol,
         reasoning=capabilities.get("reasoning", False),
         reuse=reuse,
     )
+    messages = list(ctx.messages)
     memo = memo_module.active()
     if memo is not None:
-        memo.built = list(map(id, ctx.messages))  # what the loop does: the adapters may reuse them
+        memo.built = (messages, len(messages), ctx.shape)  # what the loop does: the adapters may reuse them
     request = Request(
         model="m",
-        messages=ctx.messages,
+        messages=messages,
         system=ctx.system,
         tools=TOOLS,
         base_url="http://127.0.0.1:1",
@@ -92,7 +99,7 @@ def _body(
     )
     wire = get(protocol).build(request)
     encoded = encoded_body(wire.body, memo)  # json.dumps of the body without a memo
-    return f"{encoded} chars={ctx.chars} tokens={ctx.tokens}".encode()
+    return encoded + f" chars={ctx.chars} tokens={ctx.tokens}".encode()
 
 
 # ---------------------------------------------------------------- random histories
@@ -138,10 +145,25 @@ summaries = texts.map(lambda text: [h.compact(f"summary {text}")])
 
 
 @st.composite
+def odd_entries(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """What a store or a hand-written history may hold: a result alone (for a call before it, after
+    it, or none), a reply whose results were stored before it, replies in a row."""
+    kind = draw(st.sampled_from(["result", "results first", "replies"]))
+    if kind == "result":
+        return [h.tool(draw(call_ids), "step", draw(texts))]
+    if kind == "results first":
+        turn = draw(turn_entries())
+        return [*turn[1:], turn[0]]
+    return [h.assistant(draw(texts)), h.assistant(draw(texts))]
+
+
+@st.composite
 def histories(draw: st.DrawFn) -> list[dict[str, Any]]:
     entries: list[dict[str, Any]] = [draw(user_entries())]
     for _ in range(draw(st.integers(0, 5))):
-        entries.extend(draw(st.one_of(turn_entries(), user_entries().map(lambda e: [e]), summaries)))
+        entries.extend(
+            draw(st.one_of(turn_entries(), user_entries().map(lambda e: [e]), summaries, odd_entries()))
+        )
     return entries
 
 
@@ -163,90 +185,176 @@ def _leaves(value: Any) -> Iterator[tuple[Any, Any]]:
             yield value, key
 
 
+ROLES = ["user", "assistant", "tool", "system", "compact"]
+
+
+def list_edit(history: list[dict[str, Any]], kind: str, i: int, j: int, entry: dict[str, Any]) -> None:
+    """An edit of the list or of one entry's shape, between sends."""
+    if not history:
+        history.append(entry)
+        return
+    i, j = i % len(history), j % len(history)
+    if kind == "insert":
+        history.insert(i, entry)
+    elif kind == "remove":
+        del history[i]
+    elif kind == "swap":
+        history[i], history[j] = history[j], history[i]
+    elif kind == "copy":  # an equal entry in its place, as a reloaded store gives
+        history[i] = copy.deepcopy(history[i])
+    elif kind == "role":  # another role, in place
+        role = history[i].get("role")
+        history[i]["role"] = ROLES[((ROLES.index(role) if role in ROLES else 0) + j + 1) % len(ROLES)]
+    elif kind == "part":  # a part added to, or the content replaced in, an entry itself
+        content = history[i].get("content")
+        if isinstance(content, list):
+            content.append({"type": "text", "text": "added"})
+        else:
+            history[i]["content"] = [{"type": "text", "text": str(content)}]
+
+
 edits = st.lists(
     st.one_of(
         st.tuples(st.just("append"), turn_entries()),
-        st.tuples(st.just("one by one"), turn_entries()),  # a send sees a reply before its results
+        st.tuples(st.just("one by one"), turn_entries()),  # a run's steps: a reply before its results
         st.tuples(st.just("append"), st.one_of(user_entries().map(lambda e: [e]), summaries)),
+        st.tuples(st.sampled_from(["append", "one by one"]), odd_entries()),
         st.tuples(st.just("replace"), histories()),
         st.tuples(st.just("load"), st.none()),
         st.tuples(st.just("edit"), st.tuples(st.integers(0, 50), scalars)),
+        st.tuples(
+            st.sampled_from(["insert", "remove", "swap", "copy", "role", "part"]),
+            st.tuples(st.integers(0, 60), st.integers(0, 60), user_entries()),
+        ),
     ),
-    max_size=4,
+    max_size=6,
 )
 capability_sets = st.fixed_dictionaries(
     {"image": st.booleans(), "reasoning": st.booleans(), "usage": st.booleans()}
 ).map(lambda c: {**DEFAULT_CAPABILITIES, **c})
+# The default budget (the selection of turns around a summary), a small one (turns dropped by
+# budget) and one large enough to send everything.
+budgets = st.sampled_from([128000, 40, float("inf")])
+# The learned token ratio moves between sends: what the selection weighs changes with it.
+ratio_lists = st.lists(st.sampled_from([None, 0.25, 0.6, 1.5]), min_size=8, max_size=8)
 
 
 def sends(
     first: list[dict[str, Any]], steps: list[tuple[str, Any]]
 ) -> Iterator[tuple[list[dict[str, Any]], bool]]:
-    """Each history to build, and whether it follows an edit in place (then: the next run)."""
+    """Each history to build, and whether it is the first build of a send (a new run).
+
+    Every step is a send; what a user does (appends, a replaced or loaded list, edits in place)
+    comes between sends, and within a send the loop only appends ("one by one": a build after
+    each entry, as each step of a run builds the next request).
+    """
     history = first
-    yield history, False
+    yield history, True
     for kind, arg in steps:
         if kind == "append":
             history.extend(arg)
         elif kind == "one by one":
-            for entry in arg[:-1]:
+            for n, entry in enumerate(arg[:-1]):
                 history.append(entry)
-                yield history, False
+                yield history, n == 0
             history.extend(arg[-1:])
+            if len(arg) > 1:
+                yield history, False
+                continue
         elif kind == "replace":
             history = arg
         elif kind == "load":
             history = json.loads(json.dumps(history))
-        else:
+        elif kind == "edit":
             in_place_edit(history, *arg)
-        yield history, kind == "edit"
+        else:
+            list_edit(history, kind, *arg)
+        yield history, True
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     first=histories(),
     steps=edits,
     protocol=st.sampled_from(PROTOCOLS),
     capabilities=capability_sets,
     fallback=st.sampled_from(["strip", "error"]),
+    budget=budgets,
+    ratios=ratio_lists,
 )
-def test_the_same_bytes_with_and_without_the_memo(
+def test_the_same_bytes_with_and_without_the_caches(
     first: list[dict[str, Any]],
     steps: list[tuple[str, Any]],
     protocol: str,
     capabilities: dict[str, bool],
     fallback: str,
+    budget: float,
+    ratios: list[float | None],
+) -> None:
+    """Sends over a random history with random edits between them: every request body is the
+    same bytes as the one built from scratch, for the four protocols and three budgets."""
+    assert_same_bytes(first, steps, lambda n: (protocol, capabilities, fallback), budget, ratios)
+
+
+settings_of_sends = st.lists(
+    st.tuples(st.sampled_from(PROTOCOLS), capability_sets, st.sampled_from(["strip", "error"])),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(first=histories(), steps=edits, budget=budgets, ratios=ratio_lists, chosen=settings_of_sends)
+def test_the_same_bytes_when_the_protocol_or_capabilities_change_between_sends(
+    first: list[dict[str, Any]],
+    steps: list[tuple[str, Any]],
+    budget: float,
+    ratios: list[float | None],
+    chosen: list[tuple[str, dict[str, bool], str]],
+) -> None:
+    """`send(config=...)` may change the protocol and the capabilities from one send to the next."""
+    assert_same_bytes(first, steps, lambda n: chosen[n % len(chosen)], budget, ratios)
+
+
+def assert_same_bytes(
+    first: list[dict[str, Any]],
+    steps: list[tuple[str, Any]],
+    settings_for: Any,
+    budget: float,
+    ratios: list[float | None],
 ) -> None:
     plain_first, plain_steps = copy.deepcopy(first), copy.deepcopy(steps)
+    expected, runs = [], -1
     with caching(False):
-        expected = [
-            body(hist, protocol, capabilities, fallback) for hist, _ in sends(plain_first, plain_steps)
-        ]
-    memo, reuse = Memo(), context.Reuse()
-    got = []
+        for n, (hist, new_run) in enumerate(sends(plain_first, plain_steps)):
+            runs += new_run
+            expected.append(body(hist, *settings_for(runs), None, budget, ratios[n % len(ratios)]))
+    memo, reuse = Memo(), context.Reuse()  # one of each for all the sends, as an agent keeps them
+    got, runs = [], -1
     with caching(True), activated(memo):
-        for hist, next_run in sends(first, steps):
-            if next_run:
-                reuse = context.Reuse()
+        for n, (hist, new_run) in enumerate(sends(first, steps)):
+            if new_run:
+                reuse.new_run()
+                memo.new_run()
+            runs += new_run
+            args = (*settings_for(runs), reuse, budget, ratios[n % len(ratios)])
             # Every history twice: a hit must give what the miss gave.
-            got.append(
-                (
-                    body(hist, protocol, capabilities, fallback, reuse),
-                    body(hist, protocol, capabilities, fallback, reuse),
-                )
-            )
+            got.append((body(hist, *args), body(hist, *args)))
     assert got == [(e, e) for e in expected]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(first=histories(), steps=edits)
-def test_the_call_ids_a_build_knows_are_those_in_history(
+def test_the_call_ids_and_open_calls_the_fold_knows_are_those_in_history(
     first: list[dict[str, Any]], steps: list[tuple[str, Any]]
 ) -> None:
     reuse = context.Reuse()
-    for hist, next_run in sends(first, steps):
-        if next_run:
-            reuse = context.Reuse()
+    for hist, new_run in sends(first, steps):
+        if new_run:
+            reuse.new_run()
+            # What a send asks first (agent._write_input): the calls still waiting for a result.
+            known_open = reuse.open_calls(hist)
+            assert known_open is None or known_open == open_calls(hist)
         body(hist, "chat", dict(DEFAULT_CAPABILITIES), "error", reuse)
         known = reuse.call_ids(hist)
         assert known is None or known == used_ids(hist)
@@ -321,7 +429,7 @@ def test_snapshot_compares_scalars_by_type() -> None:
     assert snapshot(odd) != odd
 
 
-# ---------------------------------------------------------------- the reused prefix of the context
+# ---------------------------------------------------------------- the kept fold: one test per rule
 
 
 def a_turn(n: int) -> list[dict[str, Any]]:
@@ -329,104 +437,207 @@ def a_turn(n: int) -> list[dict[str, Any]]:
     return [h.assistant(f"step {n}", tool_calls=[call]), h.tool(f"call{n}", "step", f"done {n}")]
 
 
-def folded_sizes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The number of entries each call of `history.turns` inside the context build folds."""
-    sizes: list[int] = []
-    original = context.turns
+CAPS = dict(DEFAULT_CAPABILITIES)
 
-    def counting(entries: Any) -> Any:
-        sizes.append(len(entries))
-        return original(entries)
 
-    monkeypatch.setattr(context, "turns", counting)
-    return sizes
+def fresh(history: list[dict[str, Any]], protocol: str = "chat", **kwargs: Any) -> bytes:
+    with caching(False):
+        return body(history, protocol, CAPS, "error", None, **kwargs)
+
+
+def kept_turns(reuse: context.Reuse, history: list[dict[str, Any]], protocol: str = "chat") -> list[Any]:
+    fold = reuse.fold(history, protocol, False)
+    assert fold is not None
+    return list(fold.turns)
+
+
+def same_objects(a: list[Any], b: list[Any]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_a_growing_history_is_folded_only_where_it_grew(
-    protocol: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    history, reuse, caps = [h.user("go")], context.Reuse(), dict(DEFAULT_CAPABILITIES)
-    sizes = folded_sizes(monkeypatch)
+def test_a_growing_history_is_folded_only_where_it_grew(protocol: str) -> None:
+    """Rule: within a run, the fold stands while history opens with the entries it folded; a build
+    folds only what was appended (the turns before are the very objects of the last build)."""
+    history, reuse = [h.user("go")], context.Reuse()
+    before: list[Any] = []
     for n in range(30):
         history.extend(a_turn(n))
         with activated(Memo()):
-            cached = body(history, protocol, caps, "error", reuse)
-        with caching(False):
-            assert cached == body(history, protocol, caps, "error")
-    with_reuse = sizes[::2]  # each round builds with reuse, then without
-    assert with_reuse == [3] + [2] * 29
+            assert body(history, protocol, CAPS, "error", reuse) == fresh(history, protocol)
+        now = kept_turns(reuse, history, protocol)
+        assert same_objects(now[: len(before)], before) and len(now) == len(before) + (2 if n == 0 else 1)
+        before = now
     assert reuse.call_ids(history) == used_ids(history) == {f"call{n}" for n in range(30)}
     history.append(h.user("one more"))
-    assert reuse.call_ids(history) is None  # not what the latest build checked
+    assert reuse.call_ids(history) is None  # not what the latest build covered
 
 
-def test_a_reply_waiting_for_its_results_is_folded_again_then_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    history, reuse, caps = [h.user("go")], context.Reuse(), dict(DEFAULT_CAPABILITIES)
-    sizes = folded_sizes(monkeypatch)
-    reply, result = a_turn(1)
-    for entry in (reply, result, *a_turn(2)):
-        history.append(entry)
-        cached = body(history, "chat", caps, "error", reuse)
-        assert cached == body(history, "chat", caps, "error")
-    # go+reply (open call: not kept), go+reply+result (kept), then the next reply, then its result
-    assert sizes[::2] == [2, 3, 1, 2]
+def test_the_fold_is_kept_from_send_to_send_when_history_is_unchanged_or_equal() -> None:
+    """Rule: a new run compares each folded entry's role and content with its snapshot; entries
+    replaced by equal ones (a session reloaded from its store) keep the fold, now trusting them."""
+    history, reuse = [h.user("go"), *a_turn(0), *a_turn(1)], context.Reuse()
+    first = kept_turns(reuse, history)
+    reuse.new_run()
+    assert same_objects(kept_turns(reuse, history), first)
+    loaded = json.loads(json.dumps(history))
+    reuse.new_run()
+    assert same_objects(kept_turns(reuse, loaded), first)
+    assert reuse.fold(loaded, "chat", False) is not None and reuse.call_ids(loaded) == used_ids(loaded)
 
 
-IN_PLACE = [
-    lambda history: history[1]["content"][1]["input"].update(n=True),  # == 1 in Python only
-    lambda history: history[2]["content"][0]["output"].update(value="changed"),
-]
+EDITS_BETWEEN_SENDS = {
+    "text in place": lambda history: history[0].update(content="another start"),
+    "deep in place": lambda history: history[2]["content"][0]["output"].update(value="changed"),
+    "bool for int": lambda history: history[1]["content"][1]["input"].update(n=True),  # == 0 in Python
+    "float for int": lambda history: history[1]["content"][1]["input"].update(n=0.0),
+    "role in place": lambda history: history[3].update(role="user"),
+    "parts instead": lambda history: history[0].update(
+        content=[{"type": "text", "text": "go"}, {"type": "text", "text": "on"}]
+    ),
+    "part added": lambda history: history[2]["content"].append(
+        h.tool_result_part("call0", "step", {"type": "text", "value": "+"})
+    ),
+    "entry replaced": lambda history: history.__setitem__(0, h.user("another start")),
+    "inserted": lambda history: history.insert(1, h.user("inserted")),
+    "removed": lambda history: history.__delitem__(slice(3, 5)),
+    "reordered": lambda history: history.__setitem__(slice(1, 5), history[3:5] + history[1:3]),
+    "summary inserted": lambda history: history.insert(3, h.compact("a summary")),
+}
 
 
-@pytest.mark.parametrize("edit", IN_PLACE, ids=["bool-for-int", "result"])
-def test_an_edit_in_place_between_runs_gives_the_request_built_from_scratch(edit: Any) -> None:
-    history, caps = [h.user("go"), *a_turn(0), *a_turn(1)], dict(DEFAULT_CAPABILITIES)
-    memo = Memo()
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("edit", EDITS_BETWEEN_SENDS.values(), ids=EDITS_BETWEEN_SENDS.keys())
+def test_an_edit_between_sends_gives_the_request_built_from_scratch(edit: Any, protocol: str) -> None:
+    """Rule: whatever changed between sends shows in the comparison, and the fold is made again."""
+    history, reuse, memo = [h.user("go"), *a_turn(0), *a_turn(1)], context.Reuse(), Memo()
     with activated(memo):
-        first = body(history, "anthropic", caps, "error", context.Reuse())
+        first = body(history, protocol, CAPS, "error", reuse)
     edit(history)
-    with activated(memo):  # the memo remembers the entries' renderings: it must see the edit
-        edited = body(history, "anthropic", caps, "error", context.Reuse())
-    assert edited == body(history, "anthropic", caps, "error") != first
+    reuse.new_run()
+    memo.new_run()
+    with activated(memo):
+        edited = body(history, protocol, CAPS, "error", reuse)
+    assert edited == fresh(history, protocol) != first
+    history.extend(a_turn(5))  # and it goes on from there
+    with activated(memo):
+        assert body(history, protocol, CAPS, "error", reuse) == fresh(history, protocol)
 
 
-def test_an_edit_in_place_between_sends_reaches_the_next_request() -> None:
-    script = [{"tool_calls": [{"name": "step", "arguments": {"n": 1}}]}, "one", "two"]
-    with ModelServer(script) as server:
-        agent = Agent(config={"base_url": server.base_url, "model": "m"}, tools=[step])
-        agent.send("first question")
-        # In place, between sends: a top-level value and one deep inside the tool result.
-        agent.history[0]["content"] = "first question, edited"
-        result = next(p for p in agent.history[2]["content"] if p["type"] == "tool-result")
-        result["output"]["value"] = "an edited result"
-        agent.send("second question")
-        sent = server.requests[-1]["messages"]
-        agent.close()
-    assert next(m["content"] for m in sent if m["role"] == "user") == "first question, edited"
-    assert [m["content"] for m in sent if m["role"] == "tool"] == ["an edited result"]
+def test_within_a_run_only_the_entry_objects_are_checked() -> None:
+    """Rule: during a run the loop is history's only writer, so an entry edited in place during a
+    run (by a listener, say) is seen from the next run on; a replaced entry is seen at once."""
+    history, reuse = [h.user("go"), *a_turn(0)], context.Reuse()
+    first = body(history, "chat", CAPS, "error", reuse)
+    history[0]["content"] = "edited during the run"
+    assert body(history, "chat", CAPS, "error", reuse) == first
+    reuse.new_run()
+    assert body(history, "chat", CAPS, "error", reuse) == fresh(history) != first
+    history[0] = h.user("replaced during the run")
+    assert body(history, "chat", CAPS, "error", reuse) == fresh(history)
 
 
-@pytest.mark.parametrize(
-    "edit",
-    [
-        lambda history: history.__setitem__(0, h.user("another start")),
-        lambda history: history.insert(1, h.user("inserted")),
-        lambda history: history.__delitem__(slice(1, 3)),
-        lambda history: history.insert(3, h.compact("a summary")),
-        lambda history: history.append(h.tool("call0", "step", "a second result")),
-        lambda history: history.append(h.assistant("no", tool_calls=[{"id": "call1", "name": "step"}])),
-    ],
-    ids=["replaced", "inserted", "deleted", "summary", "result-again", "id-again"],
-)
-def test_a_list_edit_between_builds_gives_the_request_built_from_scratch(edit: Any) -> None:
-    history, reuse, caps = [h.user("go"), *a_turn(0), *a_turn(1)], context.Reuse(), dict(DEFAULT_CAPABILITIES)
-    first = body(history, "anthropic", caps, "error", reuse)
-    edit(history)
-    edited = body(history, "anthropic", caps, "error", reuse)
-    assert edited == body(history, "anthropic", caps, "error") != first
-    history.extend(a_turn(5))
-    assert body(history, "anthropic", caps, "error", reuse) == body(history, "anthropic", caps, "error")
+CUTS = {
+    "a second result for a folded call": [h.tool("call0", "step", "again")],
+    "a result folded before its call": [h.assistant("x", tool_calls=[{"id": "early", "name": "step"}])],
+    "a call id used again": [h.assistant("x", tool_calls=[{"id": "call0", "name": "step"}])],
+    "an entry that is not a dict": [type("Entry", (dict,), {})(role="user", content="odd")],
+}
+
+
+@pytest.mark.parametrize("tail", CUTS.values(), ids=CUTS.keys())
+def test_a_cut_that_would_split_a_turn_folds_the_whole_history(tail: list[Any]) -> None:
+    """Rule: the fold is extended only where the cut before the new entries splits no turn; else
+    the build starts over from the whole history (duplicate ids renamed), as without `reuse`."""
+    history = [h.user("go"), h.tool("early", "step", "stored first"), *a_turn(0)]
+    reuse = context.Reuse()
+    body(history, "chat", CAPS, "error", reuse)
+    history.extend(tail)
+    assert body(history, "chat", CAPS, "error", reuse) == fresh(history)
+    # The next build folds the whole history at once (when its ids are unique), and goes on.
+    history.extend(a_turn(1))
+    assert body(history, "chat", CAPS, "error", reuse) == fresh(history)
+
+
+def test_a_reply_continuing_the_last_turn_folds_that_turn_again_keeping_its_messages() -> None:
+    """Rule: a reply right after a reply joins its turn; when that turn is exactly the last
+    entries, only it is folded again, and the messages it had keep their objects, so the next
+    request still opens with the very messages of the one before (its wire text is reused)."""
+    history, reuse, memo = [h.user("go"), *a_turn(0), h.assistant("first")], context.Reuse(), Memo()
+    with activated(memo):
+        body(history, "chat", CAPS, "error", reuse)
+        turns_before, wire_before = kept_turns(reuse, history), memo.wire.wire
+        history.append(h.assistant("second, in the same turn"))
+        assert body(history, "chat", CAPS, "error", reuse) == fresh(history)
+    turns_after = kept_turns(reuse, history)
+    assert same_objects(turns_after[:-1], turns_before[:-1]) and len(turns_after) == len(turns_before)
+    assert turns_after[-1].reduced[0] is turns_before[-1].reduced[0]
+    assert same_objects(memo.wire.wire[: len(wire_before)], wire_before)
+
+
+def test_a_reply_continuing_a_turn_stored_out_of_order_folds_the_whole_history() -> None:
+    history = [h.user("go"), h.tool("c1", "step", "stored before its call")]
+    history.append(h.assistant("x", tool_calls=[{"id": "c1", "name": "step"}]))
+    reuse = context.Reuse()
+    body(history, "chat", CAPS, "error", reuse)
+    history.append(h.assistant("continues that turn"))
+    assert body(history, "chat", CAPS, "error", reuse) == fresh(history)
+
+
+def test_a_call_waiting_for_its_result_is_folded_but_not_kept() -> None:
+    """Rule: when the new entries leave a call without its result, the build uses their fold but
+    keeps the one before: the result will join that call's turn."""
+    history, reuse = [h.user("go")], context.Reuse()
+    base = kept_turns(reuse, history)
+    reply, result = a_turn(0)
+    history.append(reply)
+    assert body(history, "chat", CAPS, "error", reuse) == fresh(history)
+    history.append(result)
+    assert same_objects(kept_turns(reuse, history)[:1], base)
+    assert body(history, "chat", CAPS, "error", reuse) == fresh(history)
+
+
+def test_other_settings_make_a_new_fold() -> None:
+    """Rule: a turn's reduced messages depend on the protocol and on capabilities.reasoning."""
+    history = [
+        h.user("go"),
+        h.assistant([{"type": "reasoning", "text": "hm"}, {"type": "text", "text": "x"}]),
+    ]
+    reuse = context.Reuse()
+    for protocol, reasoning in (("chat", False), ("chat", True), ("anthropic", True), ("chat", False)):
+        caps = {**CAPS, "reasoning": reasoning}
+        with activated(Memo()):
+            got = body(history, protocol, caps, "error", reuse)
+        with caching(False):
+            assert got == body(history, protocol, caps, "error")
+
+
+def test_the_open_calls_a_send_closes_come_from_the_fold_when_it_can_tell() -> None:
+    """Rule: a send answers the calls history left open (entries.close_open_calls); the fold says
+    which from the entries it has not folded, unless a call there shares an id with its own."""
+    history, reuse = [h.user("go"), *a_turn(0)], context.Reuse()
+    body(history, "chat", CAPS, "error", reuse)
+    history.append(h.assistant("x", tool_calls=[{"id": "open", "name": "step"}]))
+    reuse.new_run()
+    assert reuse.open_calls(history) == open_calls(history) != []
+    history.append(h.assistant("y", tool_calls=[{"id": "call0", "name": "step"}]))
+    reuse.new_run()
+    assert reuse.open_calls(history) is None  # shares an id with a folded call: walk the history
+    history[0]["content"] = "edited"
+    reuse.new_run()
+    assert reuse.open_calls(history) is None  # the fold no longer describes history
+
+
+def test_the_memo_keeps_its_entries_for_one_run_and_the_latest_wire_forms_for_the_next() -> None:
+    """Rule: the per-entry memo serves the run that filled it and is emptied when a run begins or
+    ends; what the next send reuses is the kept fold and the latest request's wire forms."""
+    history, memo, reuse = [h.user("go"), *a_turn(0)], Memo(), context.Reuse()
+    with activated(memo):
+        body(history, "anthropic", CAPS, "error", reuse)
+    assert len(memo) > 0 and memo.built is not None and memo.wire is not None
+    wire = memo.wire
+    memo.new_run()
+    assert len(memo) == 0 and memo.built is None and memo.wire is wire
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -444,6 +655,9 @@ def test_a_growing_request_renders_only_the_new_entries(protocol: str) -> None:
     for n in range(20):
         history.extend(a_turn(n))
         computed.clear()
+        if n % 5 == 0:  # a new send now and then: nothing changed, so nothing is rendered again
+            reuse.new_run()
+            memo.new_run()
         with activated(memo):
             cached = body(history, protocol, caps, "error", reuse)
         assert cached == body(history, protocol, caps, "error")
@@ -453,15 +667,94 @@ def test_a_growing_request_renders_only_the_new_entries(protocol: str) -> None:
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_the_body_text_of_earlier_messages_is_reused_and_equal_to_json_dumps(protocol: str) -> None:
+    """Rule: the wire forms of the build's messages are reused when the request opens with the very
+    message objects of the latest request (`memo.built` is the request's own list), and their JSON
+    text when the body holds those wire objects as they are."""
     history, reuse, caps = [h.user("go")], context.Reuse(), dict(DEFAULT_CAPABILITIES)
     memo = Memo()
     for n in range(10):
         history.extend(a_turn(n))
+        if n == 5:
+            reuse.new_run()
+            memo.new_run()
         with activated(memo):
             cached = body(history, protocol, caps, "error", reuse)
         assert cached == body(history, protocol, caps, "error")
+    assert memo.wire is not None and len(memo.wire.wire) >= 20
     if protocol != "anthropic":  # its turns merge entries: made anew for each request
-        assert memo.encoded and len(next(iter(memo.encoded.values()))[1]) >= 20
+        assert memo.wire.texted == len(memo.wire.wire) and len(memo.wire.text) >= 2
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_selection_that_no_longer_needs_its_opening_line_is_rendered_again(protocol: str) -> None:
+    """Rule: a request reuses what it rendered for the messages of the one before when both have
+    the same shape (fold.Shape): the same selected turns, the same opener line (or none), then the
+    fold's later messages; a request that opens with the user where the last one needed the
+    request-only opener line has another shape."""
+    history = [h.user("x" * 4000), h.compact("a summary")]  # nothing before it fits: the opener alone
+    reuse, memo = context.Reuse(), Memo()
+    for entry in (None, h.user("after the summary"), *a_turn(1)):
+        if entry is not None:
+            history.append(entry)
+        with activated(memo):
+            got = body(history, protocol, CAPS, "error", reuse, budget=600)
+        assert got == fresh(history, protocol, budget=600)
+
+
+def test_the_wire_forms_are_reused_only_for_the_render_settings_they_were_made_with() -> None:
+    history = [h.user([{"type": "text", "text": "look"}, {"type": "image", "image": PNG}]), *a_turn(0)]
+    reuse, memo = context.Reuse(), Memo()
+    for image in (True, False, True):
+        caps = {**CAPS, "image": image}
+        with activated(memo):
+            got = body(history, "chat", caps, "strip", reuse)
+        with caching(False):
+            assert got == body(history, "chat", caps, "strip")
+
+
+def test_the_body_text_is_reused_only_where_the_body_holds_all_the_wire_forms() -> None:
+    history, memo = [h.user("go"), *a_turn(0)], Memo()
+    with activated(memo):
+        body(history, "chat", CAPS, "error", context.Reuse())
+    wire = memo.wire.wire
+    for messages in (
+        [wire[0], {"role": "user", "content": "other"}],
+        [*wire[:-1], {"role": "user", "content": "x"}],
+    ):
+        made = {"model": "m", "messages": messages}
+        assert (
+            encoded_body(made, memo) == json.dumps(made, ensure_ascii=False, separators=(",", ":")).encode()
+        )
+
+
+def test_the_body_text_is_json_dumps_even_when_the_wire_forms_are_not_the_builds() -> None:
+    history, memo = [h.user("go"), *a_turn(0)], Memo()
+    with activated(memo):
+        body(history, "chat", CAPS, "error", context.Reuse())
+        memo.built = None  # a hook or text mode made the messages: not the build's own
+        wire = get("chat").build(
+            Request(model="m", messages=[dict(m) for m in history[:1]], system="", base_url="http://x/v1")
+        )
+        assert (
+            encoded_body(wire.body, memo)
+            == json.dumps(wire.body, ensure_ascii=False, separators=(",", ":")).encode()
+        )
+
+
+def test_an_edit_in_place_between_sends_reaches_the_next_request() -> None:
+    script = [{"tool_calls": [{"name": "step", "arguments": {"n": 1}}]}, "one", "two"]
+    with ModelServer(script) as server:
+        agent = Agent(config={"base_url": server.base_url, "model": "m"}, tools=[step])
+        agent.send("first question")
+        # In place, between sends: a top-level value and one deep inside the tool result.
+        agent.history[0]["content"] = "first question, edited"
+        result = next(p for p in agent.history[2]["content"] if p["type"] == "tool-result")
+        result["output"]["value"] = "an edited result"
+        agent.send("second question")
+        sent = server.requests[-1]["messages"]
+        agent.close()
+    assert next(m["content"] for m in sent if m["role"] == "user") == "first question, edited"
+    assert [m["content"] for m in sent if m["role"] == "tool"] == ["an edited result"]
 
 
 def test_a_prepare_request_hook_editing_messages_in_place_changes_its_own_request_only() -> None:

@@ -1,6 +1,6 @@
-"""Per-run memo of what each history entry costs to render: its token estimate, its wire form.
+"""The memo of what each history entry costs to render: its token estimate, its wire form.
 
-    with activated(Memo()):                 # the loop does this for the length of one run
+    with activated(memo):                   # the loop does this for the length of one run
         chars = recall(("chars",), content, lambda: count(content))
 
 History is append-only for the library's own writes, so an entry's rendering could be kept
@@ -12,9 +12,12 @@ C and stops at shared strings by identity, so it costs a small fraction of rende
 Numbers and booleans are compared by type too (`1 == True == 1.0` in Python, not in JSON).
 The one edit not detected: reordering a dict's keys while keeping every value.
 
-The memo lives as long as one run (a `send`), in a context variable the loop sets: it holds at
-most a snapshot per entry the run rendered and is dropped with the run, so nothing outlives the
-agent. `ENABLED = False` turns every lookup into a fresh computation (the equivalence tests).
+One memo serves all the runs of one agent (the loop activates it in a context variable for
+each run). Its entries serve the run that made them and are dropped when the next run begins:
+from one send to the next, the kept fold (`fold.Reuse`) and `wire`, the wire forms and JSON text
+of the latest request, carry what is still valid, and an agent between sends holds no more.
+`ENABLED = False` switches every request cache off, this one and the kept fold (the equivalence
+tests).
 """
 
 from __future__ import annotations
@@ -39,16 +42,19 @@ class Memo:
 
     def __init__(self) -> None:
         self._store: dict[Hashable, tuple[Any, Any]] = {}
-        # The ids of the messages the loop's context build made for the current request, in order
-        # (objects it makes anew whenever the entries they come from are not the ones it folded
-        # before; see `context.Reuse`).
-        self.built: list[int] = []
-        # Per protocol: those messages of an earlier request and their wire forms (`_common.py`).
-        self.requests: dict[Hashable, Any] = {}
-        # Runs of wire messages the adapters made for a request, by the id of the first one, and
-        # the JSON text of the longest such run encoded so far (`_common.encoded_body`).
-        self.runs: dict[int, tuple[list[Any], list[int]]] = {}
-        self.encoded: dict[int, tuple[list[Any], list[int], str]] = {}
+        # The current request's message list, how many of its first messages the loop's context
+        # build made (objects the build keeps while the entries they come from are unchanged; see
+        # `fold.Reuse`) and which of the fold's messages they are (`fold.Shape`, or None). None
+        # when the request's messages are not the build's.
+        self.built: tuple[list[Any], int, Any] | None = None
+        # The latest request's build messages with their wire forms and the JSON text of those,
+        # for the protocol and render settings they were made for (`_common.rendered_all`).
+        self.wire: Any = None
+
+    def new_run(self) -> None:
+        """A run begins or ends: the entries of the last one go (`wire` stays, for the next request)."""
+        self._store = {}
+        self.built = None
 
     def recall(self, key: Hashable, source: Any, compute: Callable[[], T]) -> T:
         hit = self._store.get(key)

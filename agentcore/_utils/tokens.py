@@ -20,8 +20,6 @@ import threading
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
-from .memo import Memo, active
-
 DEFAULT_RATIO = 0.6
 MIN_RATIO, MAX_RATIO = 0.1, 2.0
 SMOOTHING = 0.3
@@ -102,19 +100,14 @@ def _clamp(ratio: float) -> float:
     return min(MAX_RATIO, max(MIN_RATIO, ratio))
 
 
-def message_chars(message: Mapping[str, Any], memo: Memo | None = None) -> int:
-    content = message.get("content")
-    if type(content) is list:
-        memo = memo or active()
-        if memo is not None:
-            # Counted once per entry and run (see memo.py): a request re-counts every entry it sends.
-            return memo.recall(("chars", *map(id, content)), content, lambda: _content_chars(content)) + 4
-    return _content_chars(content) + 4
+def message_chars(message: Mapping[str, Any]) -> int:
+    return _content_chars(message.get("content")) + 4
 
 
 def messages_chars(messages: Iterable[Mapping[str, Any]]) -> int:
-    memo = active()
-    return sum(message_chars(m, memo) for m in messages)
+    """The characters of `messages`. A request's are counted once per turn, where it is folded
+    (fold.py), and kept with the fold: only what a request adds is counted again."""
+    return sum(map(message_chars, messages))
 
 
 def tools_chars(tools: Iterable[Mapping[str, Any]] | None) -> int:

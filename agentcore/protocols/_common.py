@@ -14,6 +14,7 @@ import functools
 import hashlib
 import json
 import logging
+import operator
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -174,8 +175,15 @@ def data_url(media_type: str, data: str) -> str:
 
 
 def render_settings(request: Request) -> Hashable:
-    """What an entry's wire form depends on besides the entry: the capabilities, the media fallback."""
-    return (tuple(sorted(request.capabilities.items())), request.media_fallback)
+    """What an entry's wire form depends on besides the entry: the capabilities, the media fallback.
+
+    One object per distinct value in the process: the memos of many agents hold it, not copies.
+    """
+    settings = (tuple(sorted(request.capabilities.items())), request.media_fallback)
+    return _SETTINGS.setdefault(settings, settings) if len(_SETTINGS) < 256 else settings
+
+
+_SETTINGS: dict[Hashable, Hashable] = {}
 
 
 def rendered(
@@ -202,28 +210,36 @@ def rendered_all(
     render: Callable[[Any, Any, Request], list[T]],
     request: Request,
     memo: Memo | None,
+    lead: Iterable[T] = (),
 ) -> list[T]:
-    """The wire forms of all `request.messages`, one `rendered` entry after another, concatenated.
+    """`lead`, then the wire forms of all `request.messages`, one `rendered` entry after another.
 
-    Within a run, when the request opens with the messages the loop's context build made
-    (`memo.built`), the part for those that an earlier request of this protocol sent as the very
-    same objects is reused whole, so a request renders only what was added since. The build makes
-    new message objects whenever the entries they come from are not the ones it folded before
-    (`context.Reuse`), and code outside the library only ever gets copies of them
-    (hooks, callbacks, custom adapters). The earlier messages are kept alive here, so their ids
-    cannot be taken by other objects while compared. Other messages render entry by entry.
+    When the request opens with messages the loop's context build made (`memo.built`), the wire
+    forms of those that the latest request of this protocol and these settings sent as the very
+    same objects are reused whole, so a request renders only what was added since. The build
+    makes new message objects whenever the entries they come from are not the ones it folded
+    (`fold.Reuse`), and code outside the library only ever gets copies of them (hooks, callbacks,
+    custom adapters). Those earlier messages are the same objects when both requests have the
+    same shape (`fold.Shape.extends`), else when an identity check says so; they are kept alive in
+    `memo.wire`, so that check cannot be fooled by a new object at a freed address. Other messages
+    render entry by entry. The list returned is the one the caller puts in its body as it is (or
+    with items appended): `encoded_body` finds the reused wire forms in it by identity.
     """
     settings = render_settings(request)
     messages = request.messages
-    built = memo.built if memo is not None else []
-    own = len(built) if built and list(map(id, messages[: len(built)])) == built else 0
-    out: list[T] = []
-    start = 0
+    built = memo.built if memo is not None else None
+    own = built[1] if built is not None and built[0] is messages else 0
+    shape = built[2] if built is not None and own else None
     key = (protocol, settings)
-    if memo is not None and own:
-        kept = memo.requests.get(key)
-        if kept is not None and built[: len(kept[1])] == kept[1]:
-            out, start = list(kept[2]), len(kept[1])
+    out: list[T] = list(lead)
+    first = len(out)
+    start = 0
+    earlier: _Rendered | None = memo.wire if memo is not None and own else None
+    if earlier is not None and not (earlier.key == key and _opens_with(messages, own, shape, earlier)):
+        earlier = None
+    if earlier is not None:
+        out += earlier.wire
+        start = len(earlier.messages)
 
     def add(begin: int, end: int) -> None:
         for message in messages[begin:end]:
@@ -231,60 +247,116 @@ def rendered_all(
             out.extend(rendered((protocol, role, settings), render, role, content, request, memo))
 
     add(start, own)
-    if memo is not None and start < own:
-        memo.requests[key] = (messages[:own], list(built), list(out))
-    if memo is not None and own and out:
-        memo.runs = {id(out[0]): (list(out), list(map(id, out)))}  # the latest run only
+    if memo is not None and own:
+        text, texted = (earlier.text, earlier.texted) if earlier is not None else ([], 0)
+        memo.wire = _Rendered(key, messages[:own], out[first:], list(text), texted, shape, out, first)
     # What the loop adds after the build's messages (a reminder), or all of them when not its own.
-    add(max(start, own), len(messages))
+    add(own, len(messages))
     return out
+
+
+def _opens_with(messages: list[Any], own: int, shape: Any, earlier: _Rendered) -> bool:
+    """The build's `own` first `messages` open with the messages of `earlier`, object for object."""
+    if len(earlier.messages) > own:
+        return False
+    if shape is not None and shape.extends(earlier.shape):
+        return True
+    return all(map(operator.is_, messages, earlier.messages))
+
+
+@dataclass
+class _Rendered:
+    """The build messages of one request, their wire forms, and the JSON text of the first `texted`.
+
+    `body`: the list `rendered_all` returned, whose items from `first` on are `wire`.
+    """
+
+    key: Hashable
+    messages: list[Any]
+    wire: list[Any]
+    text: list[bytes]  # pieces: b"".join(text) is the encoded wire[:texted], joined with ","
+    texted: int
+    shape: Any
+    body: list[Any]
+    first: int
 
 
 # `json.dumps` with these arguments builds a new encoder on every call; one does for all.
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_TEXT_PIECES = 32  # past this many pieces, the text is joined into one
 
 
-def encoded_body(body: Any, memo: Memo | None) -> str:
-    """`json.dumps(body, ensure_ascii=False, separators=(",", ":"))`, reusing earlier text of its messages.
+def encoded_body(body: Any, memo: Memo | None) -> bytes:
+    """`json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()`, reusing earlier text.
 
-    Within a run, the wire messages `rendered_all` made for the loop's own messages (`memo.runs`)
-    are the same objects from one request to the next while their entries are unchanged, and
-    nothing changes them after they are made; the JSON text of such a run is kept and only what
-    follows it is encoded again. The same bytes as one `json.dumps` of the body: that joins the
+    The wire messages `rendered_all` reused for the build's messages (`memo.wire`) are the same
+    objects from one request to the next while their entries are unchanged, and nothing changes
+    them after they are made; the JSON text of them is kept, and only what follows is encoded.
+    The body is joined once, in bytes: the same bytes as one `json.dumps`, which joins the
     encodings of a dict's items and a list's elements with "," in order, as done here.
     """
-    if memo is None or not memo.runs or type(body) is not dict or any(type(k) is not str for k in body):
-        return _dumps(body)
-    items = [f"{_dumps(key)}:{_encoded_value(value, memo)}" for key, value in body.items()]
-    return "{" + ",".join(items) + "}"
+    rendered: _Rendered | None = memo.wire if memo is not None else None
+    if (
+        rendered is None
+        or not rendered.wire
+        or type(body) is not dict
+        or any(type(k) is not str for k in body)
+    ):
+        return _dumps(body).encode()
+    pieces: list[bytes] = []
+    for key, value in body.items():
+        pieces += [b"," if pieces else b"{", _dumps(key).encode(), b":"]
+        if not _add_list_with_run(pieces, value, rendered):
+            pieces.append(_dumps(value).encode())
+    pieces.append(b"}" if pieces else b"{}")
+    return b"".join(pieces)
 
 
-def _encoded_value(value: Any, memo: Memo) -> str:
-    if type(value) is not list or not value:
-        return _dumps(value)
-    # A run opens the list, or follows its first element (chat's system message, made anew each time).
+def _add_list_with_run(pieces: list[bytes], value: Any, rendered: _Rendered) -> bool:
+    """Append the text of `value` when it is a list holding `rendered.wire` as it is; else False."""
+    found = _run_in(value, rendered)
+    if found is None:
+        return False
+    lead, end = found
+    # The run's text goes in as the pieces it is kept in: the body is copied once, when joined.
+    pieces.append(b"[")
+    for item in value[:lead]:
+        pieces += [_dumps(item).encode(), b","]
+    pieces += _run_text(rendered)
+    for item in value[end:]:
+        pieces += [b",", _dumps(item).encode()]
+    pieces.append(b"]")
+    return True
+
+
+def _run_in(value: Any, rendered: _Rendered) -> tuple[int, int] | None:
+    """Where `value` holds the very objects of `rendered.wire`, one after another, if it does."""
+    run = rendered.wire
+    if type(value) is not list:
+        return None
+    if value is rendered.body:
+        # The list `rendered_all` made, as the adapter put it in its body (maybe with more after).
+        lead, end = rendered.first, rendered.first + len(run)
+        if end <= len(value) and value[lead] is run[0] and value[end - 1] is run[-1]:
+            return lead, end
+        return None
+    # A list made from it: the run opens it or follows its first item (a system message).
     for lead in (0, 1):
-        run = memo.runs.get(id(value[lead])) if lead < len(value) else None
-        if run is not None and list(map(id, value[lead : lead + len(run[1])])) == run[1]:
-            end = lead + len(run[1])
-            pieces = [_dumps(item) for item in value[:lead]]
-            pieces.append(_run_text(run[0], run[1], memo))
-            pieces += [_dumps(item) for item in value[end:]]
-            return "[" + ",".join(pieces) + "]"
-    return _dumps(value)
+        end = lead + len(run)
+        if end <= len(value) and value[lead] is run[0] and all(map(operator.is_, value[lead:end], run)):
+            return lead, end
+    return None
 
 
-def _run_text(objects: list[Any], ids: list[int], memo: Memo) -> str:
-    """The elements of a run encoded and joined with ","; the text of an earlier, shorter run reused."""
-    kept = memo.encoded.get(ids[0])
-    # The earlier run's objects are kept with its text, so its ids are still theirs.
-    if kept is not None and ids[: len(kept[1])] == kept[1]:
-        head, start = kept[2], len(kept[1])
-    else:
-        head, start = "", 0
-    tail = ",".join(_dumps(item) for item in objects[start:])
-    text = head + "," + tail if head and tail else head or tail
-    memo.encoded = {ids[0]: (objects, ids, text)}
+def _run_text(rendered: _Rendered) -> list[bytes]:
+    """The text of all of `rendered.wire`, in pieces; what is new is encoded and kept for the next request."""
+    run, text = rendered.wire, rendered.text
+    if rendered.texted < len(run):
+        added = ",".join(_dumps(item) for item in run[rendered.texted :]).encode()
+        text.append(b"," + added if text else added)
+        if len(text) > _TEXT_PIECES:
+            text[:] = [b"".join(text)]
+        rendered.texted = len(run)
     return text
 
 

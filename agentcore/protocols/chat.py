@@ -192,8 +192,8 @@ adapter = ChatAdapter()
 
 def _messages(request: Request) -> list[dict[str, Any]]:
     system = _system_text(request)
-    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-    return out + rendered_all("chat", _render_entry, request, active())
+    lead = [{"role": "system", "content": system}] if system else []
+    return rendered_all("chat", _render_entry, request, active(), lead)
 
 
 def _render_entry(role: Any, content: Any, request: Request) -> list[dict[str, Any]]:
