@@ -6,6 +6,8 @@
 
     run_agent.start("user-42", "Summarise the logs")   # the web process: enqueue; an AsyncResult
     run_agent.start("user-42")                         # no input: resume (after agent.decide(), say)
+    run_agent.send("user-42", "Summarise the logs")    # start, wait for the result dict, start again
+                                                       # with the same entry id if no worker took it
 
 The task is declared `acks_late` with `reject_on_worker_lost`, so a worker killed mid-run has its
 task delivered again, to another worker. What keeps a second delivery safe is the session:
@@ -43,6 +45,8 @@ Message = dict[str, Any]
 log = logging.getLogger(__name__)
 # How often a second delivery looks whether the session's run has ended.
 SETTLE_POLL_S = 0.1
+# How often `task.send` looks whether its task has ended.
+RESULT_POLL_S = 0.05
 
 
 def agent_task(app: Any, factory: Factory, *, name: str = "agentcore.run") -> Any:
@@ -68,7 +72,11 @@ def agent_task(app: Any, factory: Factory, *, name: str = "agentcore.run") -> An
         return run_session(factory, session_id, input, task_id=request.id, redelivered=redelivered)
 
     run.__doc__ = f"Run the agent of one session ({factory!r}): send the input, or resume."
-    return app.task(bind=True, base=base, name=name, acks_late=True, reject_on_worker_lost=True)(run)
+    # track_started: a task a worker took shows STARTED, so `send` tells a lost task (still
+    # PENDING) from one that runs or waits for its redelivery.
+    return app.task(
+        bind=True, base=base, name=name, acks_late=True, reject_on_worker_lost=True, track_started=True
+    )(run)
 
 
 @functools.cache
@@ -94,7 +102,57 @@ def _task_class() -> Any:
             entry = None if input is None else _stamped(user_entry(input, DEFAULTS))
             return self.apply_async((check_id(session_id), entry), **options)
 
+        def send(
+            self,
+            session_id: str,
+            input: Any = None,
+            *,
+            timeout: float | None = None,
+            restart_after: float = 60.0,
+            **options: Any,
+        ) -> dict[str, Any]:
+            """`start`, then wait for the result dict; start again, with the same entry id, when no
+            worker has taken the task after `restart_after` seconds (a broker can lose a task handed
+            to a worker killed that instant: Redis, celery/celery#4354). The id makes the second
+            delivery safe: one that finds the input in history waits for its run and answers with
+            how it ended.
+
+            Raises:
+                AgentError: as `start`, or the run's error (the task failed).
+                TimeoutError: no result within `timeout` seconds (None: wait as long as it takes).
+            """
+            if not restart_after > 0:
+                raise AgentError(f"restart_after must be > 0 seconds, got {restart_after!r}", kind="config")
+            entry = None if input is None else _stamped(user_entry(input, DEFAULTS))
+            args = (check_id(session_id), entry)
+            pending = self.apply_async(args, **options)
+            return _result_of(lambda: self.apply_async(args, **options), pending, timeout, restart_after)
+
     return AgentTask
+
+
+def _result_of(restart: Callable[[], Any], first: Any, timeout: float | None, every: float) -> dict[str, Any]:
+    """The result of the first of the task's starts to end. Polled (AsyncResult.get() is not safe
+    from many threads at once); every `every` seconds while no start has left PENDING (no worker
+    took one), one more start. A start that was only slow is as good as the last: they share the
+    entry id, so whichever runs second answers with the first's run."""
+    began = time.monotonic()
+    restart_at = began + every
+    starts = [first]
+    while True:
+        done = next((pending for pending in starts if pending.ready()), None)
+        if done is not None:
+            result: dict[str, Any] = done.get(timeout=every)
+            return result
+        now = time.monotonic()
+        if timeout is not None and now - began > timeout:
+            raise TimeoutError(f"task {first.id} gave no result within {timeout} s")
+        if now >= restart_at:
+            restart_at = now + every
+            if all(pending.state == "PENDING" for pending in starts):
+                log.warning("task %s: no worker took it within %s s; starting it again", first.id, every)
+                starts.append(restart())
+        time.sleep(RESULT_POLL_S)
 
 
 def run_session(

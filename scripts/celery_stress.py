@@ -6,8 +6,11 @@ A `redis-server` on a free port in a temp dir is the broker, four `celery worker
 threads pools of 4, two prefork pools of 2; tests/celery/celery_tasks.py is their app) run the
 tasks against a SQLite file (or `--postgres DSN`, a schema of its own), and this process is the
 web process: one thread per 10 sessions, each session sending `--rounds` messages one after the
-other with `task.start(...).get()`. Each send is two model requests: the model calls a memory
-tool and a file tool (neither replayable; each takes up to 0.2 s), then answers quoting the input.
+other with `task.send(...)` — what docs/API.md tells users: it waits for the result and starts
+the task again, with the same entry id, when no worker took it within `--restart-after` seconds
+(Redis can lose a task handed to a worker killed that instant, celery/celery#4354). Each send is
+two model requests: the model calls a memory tool and a file tool (neither replayable; each takes
+up to 0.2 s), then answers quoting the input.
 Meanwhile `--kills` times a random worker is killed with SIGKILL (its whole process group: a lost
 machine) and a new one of the same pool started; its tasks come back after the broker's
 visibility timeout (5 s) and are resumed by another worker.
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import random
 import sys
 import tempfile
@@ -34,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CELERY_TESTS = ROOT / "tests" / "celery"
 VISIBILITY_S = 5.0
 POOLS = (("threads", 4), ("threads", 4), ("prefork", 2), ("prefork", 2))
+RESTART_S = 30.0
 
 
 def model(recorded: Any) -> dict[str, Any]:
@@ -52,8 +57,8 @@ def model(recorded: Any) -> dict[str, Any]:
 class Web:
     """The web process's sends: per session, `rounds` sends one after the other."""
 
-    def __init__(self, run_agent: Any, rounds: int) -> None:
-        self.run_agent, self.rounds = run_agent, rounds
+    def __init__(self, run_agent: Any, rounds: int, restart_after: float = RESTART_S) -> None:
+        self.run_agent, self.rounds, self.restart_after = run_agent, rounds, restart_after
         self.answered = self.superseded = 0
         self.failures: list[str] = []
         self.lock = threading.Lock()
@@ -62,7 +67,7 @@ class Web:
         for round_ in range(self.rounds):
             text = f"{session} message {round_}"
             try:
-                result = wait(self.run_agent.start(session, text))
+                result = self.run_agent.send(session, text, timeout=600.0, restart_after=self.restart_after)
             except Exception as error:  # a failed task is a violation, whatever it raised
                 with self.lock:
                     self.failures.append(f"{session}: send {round_} failed: {error!r}")
@@ -83,14 +88,16 @@ class Web:
             self.session(name)
 
 
-def wait(pending: Any, deadline_s: float = 600.0) -> Any:
-    """The task's result, polled: `AsyncResult.get()` is not safe from many threads at once."""
-    deadline = time.monotonic() + deadline_s
-    while not pending.ready():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"task {pending.id} did not end within {deadline_s} s")
-        time.sleep(0.05)
-    return pending.get(timeout=10)
+class Restarts(logging.Handler):
+    """Counts the tasks `task.send` started again (it logs a warning for each)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "starting it again" in record.getMessage():
+            self.count += 1
 
 
 def killer(cluster: Any, kills: int, total: int, web: Web, done: threading.Event, log: list[str]) -> None:
@@ -183,7 +190,9 @@ def _run(args: argparse.Namespace, tmp: Path, redis: Any, server: Any, spec: lis
         for pool, concurrency in POOLS:
             cluster.worker(pool, concurrency)
         sessions = [f"s{n}" for n in range(args.sessions)]
-        web = Web(run_agent, args.rounds)
+        web = Web(run_agent, args.rounds, args.restart_after)
+        restarts = Restarts()
+        logging.getLogger("agentcore.celery").addHandler(restarts)
         done, killed = threading.Event(), []
         began = time.monotonic()
         threads = [
@@ -213,7 +222,10 @@ def _run(args: argparse.Namespace, tmp: Path, redis: Any, server: Any, spec: lis
         f"sends: {sends} ({web.answered} answered, {web.superseded} taken over by a redelivery, "
         f"{len(web.failures)} failed) in {elapsed:.1f} s"
     )
-    print(f"worker kills: {len(killed)}, task deliveries: {deliveries} ({deliveries - sends} redelivered)")
+    print(
+        f"worker kills: {len(killed)}, task deliveries: {deliveries} ({deliveries - sends} redelivered), "
+        f"tasks started again (no worker took them in {args.restart_after:g} s): {restarts.count}"
+    )
     print(f"violations: {len(found)}")
     for violation in found[:20]:
         print(f"  {violation}")

@@ -689,6 +689,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--kills", type=int, default=10, help="with --celery: worker kills (default 10)")
     parser.add_argument(
+        "--restart-after",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="with --celery: task.send starts a task no worker took again after this long (default 30)",
+    )
+    parser.add_argument(
         "--postgres", metavar="DSN", help="with --processes / --celery: a PostgresStore (own schema)"
     )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)

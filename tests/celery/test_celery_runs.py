@@ -178,3 +178,47 @@ def test_a_failed_run_fails_the_task_with_its_agent_error(cluster: Cluster) -> N
     assert "does not exist" in str(raised.value)
     history = cluster.web.load("fail")
     assert [m["content"] for m in history] == [text], "the input stays, as after any failed send"
+
+
+def test_send_starts_again_with_the_same_entry_id_a_task_the_broker_lost(cluster: Cluster) -> None:
+    """`task.send` waits for the result; a task no worker took (Redis can drop the message of a
+    worker killed as it took it, celery/celery#4354) is started again, with the same input id."""
+    import redis
+
+    text = "answer me even if the broker drops me"
+    cluster.script.plan(text, {"text": "answered once"})
+    client = redis.Redis.from_url(cluster.broker)
+    queue = "agentcore-lost"  # no worker consumes it: the test plays the broker that loses a task
+    found: dict[str, Any] = {}
+
+    def send() -> None:
+        try:
+            found["result"] = cluster.run_agent.send(
+                "lost", text, timeout=LONG_S, restart_after=0.5, queue=queue
+            )
+        except Exception as error:  # reported by the assertion below
+            found["error"] = error
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    try:
+        cluster.wait_for("the first start", lambda: client.llen(queue) == 1)
+        client.delete(queue)  # lost, as a message popped by a worker killed before it read it
+        cluster.wait_for("a second start", lambda: client.llen(queue) >= 1)
+        client.rpoplpush(queue, "celery")  # this one reaches a worker
+        sender.join(LONG_S)
+    finally:
+        client.delete(queue)
+        client.close()
+    assert "error" not in found, found
+    assert found["result"]["text"] == "answered once" and found["result"]["superseded"] is False
+    history = cluster.web.load("lost")
+    assert [m["content"] for m in history if m["role"] == "user"] == [text]
+    assert [m["role"] for m in history] == ["user", "assistant"]
+    assert len(cluster.lines("task", "lost")) == 1, "one start ran; the lost one never did"
+
+
+def test_send_refuses_a_restart_delay_that_is_not_positive(cluster: Cluster) -> None:
+    with pytest.raises(AgentError) as bad:
+        cluster.run_agent.send("s", "hi", restart_after=0)
+    assert bad.value.kind == "config" and "restart_after" in bad.value.message
