@@ -1,6 +1,8 @@
 """A chat service to start from: sessions, live streaming, approvals, stop, restart.
 
     python examples/app/server.py [--port 8000] [--db chats.db] [--token SECRET] [--host 127.0.0.1]
+    python examples/app/server.py --postgres DSN --broker redis://...   # runs on Celery workers
+
 
 Standard library only (http.server). Without model settings it runs on agentcore's local model
 server with a scripted demo model that decides by keywords in your message: `slow` → a slow tool
@@ -60,6 +62,7 @@ PRODUCTION_CONFIG: dict[str, Any] = {
 
 
 FILE_NAME = re.compile(r"[\w./-]*\w\.\w+")
+SECONDS = re.compile(r"slow (\d+)")
 
 
 # --- tools of the demo ---------------------------------------------------------------------------
@@ -130,7 +133,9 @@ def demo_model(recorded: Recorded) -> dict[str, Any]:
             "tool_calls": [{"name": "research", "arguments": {"task": f"count the words of: {user_text}"}}]
         }
     if "slow" in lowered:
-        return {"tool_calls": [{"name": "slow_task", "arguments": {"seconds": 5.0}}]}
+        named = SECONDS.search(lowered)  # "slow 30": a 30 s job
+        seconds = min(float(named.group(1)), 600.0) if named else 5.0
+        return {"tool_calls": [{"name": "slow_task", "arguments": {"seconds": seconds}}]}
     if "delete" in lowered:
         # The file the message names ("delete pending.txt"), else a placeholder.
         named = FILE_NAME.search(user_text)
@@ -240,6 +245,14 @@ class Live:
             start = max(0, last_id - self.events[0][0] + 1)  # ids are consecutive
             return self.events[start:]
 
+    def batches(self, last_id: int, timeout: float) -> Iterator[list[tuple[int, str]]]:
+        """What the event stream writes: batches of events after `last_id`; [] after `timeout`."""
+        while not self.hub.closing:
+            batch = self.events_after(last_id, timeout)
+            if batch:
+                last_id = batch[-1][0]
+            yield batch
+
     # Runs ----------------------------------------------------------------------------------------
 
     def post(self, text: str) -> str:
@@ -299,6 +312,75 @@ class Live:
                 return True
             self.busy, self.stopped = True, False
         threading.Thread(target=self._work, args=(None,), name=f"resume-{self.id[:8]}", daemon=True).start()
+        return True
+
+
+class Remote:
+    """One session whose runs go to Celery workers (--broker): its state and its events are the
+    store's, so every web process serves the same session the same way (README: several processes).
+
+    The event ids of the stream are the store's `seq`; the agent here only reads pending approvals
+    and records decisions — it never runs.
+    """
+
+    def __init__(self, hub: Hub, session_id: str) -> None:
+        self.hub = hub
+        self.id = session_id
+        self.agent = Agent(config=hub.config, session=hub.store.session(session_id))
+
+    def snapshot(self) -> dict[str, Any]:
+        store = self.hub.store
+        history = store.load(self.id)
+        return {
+            "id": self.id,
+            "history": history,
+            "last_event_id": self._event_of(history),
+            "running": store.lease_state(self.id).live,
+            "pending": self.agent.pending(),
+        }
+
+    def _event_of(self, history: list[dict[str, Any]]) -> int:
+        """The seq of the event that announced history's last entry (read after the history, so
+        a replay from it repeats nothing and misses nothing); the newest seq when it is gone."""
+        newest, wrote = 0, {}
+        with self.hub.store.watch(self.id, after=0, timeout=0) as events:
+            for event in events:
+                newest = int(event["seq"])
+                if event["type"] == "message_end":
+                    wrote[event["message"].get("id")] = newest
+        if not history:
+            return 0
+        return wrote.get(history[-1].get("id"), newest)
+
+    def batches(self, last_id: int, timeout: float) -> Iterator[list[tuple[int, str]]]:
+        while not self.hub.closing:
+            with self.hub.store.watch(self.id, after=last_id, timeout=timeout) as events:
+                quiet = True
+                for event in events:
+                    quiet, last_id = False, int(event["seq"])
+                    yield [(last_id, json.dumps(event))]
+            if quiet:
+                yield []
+
+    def post(self, text: str) -> str:
+        """Steer the run going on a worker, or start one (on whichever worker takes it)."""
+        if self.hub.store.lease_state(self.id).live:
+            self.hub.store.steer(self.id, text)
+            return "steered"
+        self.hub.run_agent.start(self.id, text)
+        return "started"
+
+    def stop(self) -> bool:
+        return bool(self.hub.store.stop(self.id, timeout=30.0))
+
+    def answer(self, call_id: str, allow: bool) -> bool:
+        try:
+            self.agent.decide(call_id, allow, reason=None if allow else "the user denied it")
+        except AgentError as error:
+            if error.kind in ("request", "conflict"):
+                return False
+            raise
+        self.hub.run_agent.start(self.id)
         return True
 
 
@@ -409,13 +491,16 @@ class CreatedSessions:
 class Hub:
     """Every session of this process; agents are made on first use and kept while the server runs."""
 
-    def __init__(self, store: SQLiteStore, created: CreatedSessions, config: dict[str, Any]) -> None:
+    def __init__(
+        self, store: Any, created: CreatedSessions, config: dict[str, Any], run_agent: Any = None
+    ) -> None:
         self.store = store
+        self.run_agent = run_agent  # the Celery task (--broker): runs go to workers
         self.created = created
         self.config = config
         self.research = research_tool(config)
         self.lock = threading.Lock()
-        self.live: dict[str, Live] = {}
+        self.live: dict[str, Live | Remote] = {}
         self.closing = False
 
     def create(self) -> str:
@@ -429,11 +514,12 @@ class Hub:
                 return True
         return self.created.has(session_id) or bool(self.store.load(session_id))
 
-    def get(self, session_id: str) -> Live:
+    def get(self, session_id: str) -> Live | Remote:
         with self.lock:
             live = self.live.get(session_id)
             if live is None:
-                live = self.live[session_id] = Live(self, session_id)
+                kind = Live if self.run_agent is None else Remote
+                live = self.live[session_id] = kind(self, session_id)
             return live
 
     def sessions(self) -> list[dict[str, Any]]:
@@ -447,8 +533,9 @@ class Hub:
         with self.lock:
             lives = list(self.live.values())
         for live in lives:
-            with live.cond:
-                live.cond.notify_all()
+            if isinstance(live, Live):
+                with live.cond:
+                    live.cond.notify_all()
             live.agent.close()
 
 
@@ -598,13 +685,11 @@ class Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         self.wfile.write(b": connected\n\n")
         self.wfile.flush()
-        while not self.server.hub.closing:
-            batch = live.events_after(last_id, self.server.heartbeat)
+        for batch in live.batches(last_id, self.server.heartbeat):
             if not batch:
                 self.wfile.write(b": heartbeat\n\n")
             for number, data in batch:
                 self.wfile.write(f"id: {number}\ndata: {data}\n\n".encode())
-                last_id = number
             self.wfile.flush()
 
     # Helpers -------------------------------------------------------------------------------------
@@ -677,11 +762,35 @@ class AppServer(ThreadingHTTPServer):
         self.heartbeat = heartbeat
 
 
+def open_store(db: str, postgres: str | None) -> Any:
+    if postgres is None:
+        return SQLiteStore(db)
+    from agentcore.store import PostgresStore
+
+    return PostgresStore(postgres)
+
+
+def run_agent(broker: str | None, postgres: str | None) -> Any:
+    """The Celery task of workers.py (--broker), which the workers run; None: runs stay here."""
+    if broker is None:
+        return None
+    os.environ["APP_BROKER"], os.environ["APP_POSTGRES"] = broker, postgres or ""
+    import workers  # this folder is on sys.path (the script's own)
+
+    return workers.run_agent
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default: this machine only)")
     parser.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     parser.add_argument("--db", default="chats.db", help="SQLite file holding the sessions")
+    parser.add_argument("--postgres", default=None, help="keep the sessions in PostgreSQL (DSN) instead")
+    parser.add_argument(
+        "--broker",
+        default=None,
+        help="with --postgres: runs go to Celery workers (workers.py) via this broker",
+    )
     parser.add_argument("--token", default=None, help="require Authorization: Bearer TOKEN on /api/")
     parser.add_argument("--heartbeat", type=float, default=HEARTBEAT_S, help="seconds between SSE heartbeats")
     parser.add_argument("--protocol", default=None, help="the real endpoint's protocol")
@@ -691,13 +800,15 @@ def main(argv: list[str] | None = None) -> None:
         help="JSON file {model: {input, output, ...}} per million tokens: shows cost",
     )
     args = parser.parse_args(argv)
+    if args.broker and not args.postgres:
+        parser.error("--broker needs --postgres: web processes and workers share the sessions there")
     with ExitStack() as stack:
         config = {**model_config(stack, args.protocol), **PRODUCTION_CONFIG, **prices_config(args.prices)}
-        store = SQLiteStore(args.db)
+        store = open_store(args.db, args.postgres)
         stack.callback(store.close)
         created = CreatedSessions(args.db)
         stack.callback(created.close)
-        hub = Hub(store, created, config)
+        hub = Hub(store, created, config, run_agent(args.broker, args.postgres))
         stack.callback(hub.close)
         server = AppServer((args.host, args.port), hub, args.token, args.heartbeat)
         stack.callback(server.server_close)

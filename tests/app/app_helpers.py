@@ -25,7 +25,13 @@ class AppProcess:
     """`python examples/app/server.py` on a free port, with its stderr kept in a file."""
 
     def __init__(
-        self, db: Path, token: str | None, heartbeat: float | None, logs: Path, extra_env: dict[str, str]
+        self,
+        db: Path,
+        token: str | None,
+        heartbeat: float | None,
+        logs: Path,
+        extra_env: dict[str, str],
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         self.db, self.token = db, token
         self.stderr_path = logs / f"stderr-{os.getpid()}-{id(self)}.log"
@@ -34,6 +40,7 @@ class AppProcess:
             args += ["--token", token]
         if heartbeat is not None:
             args += ["--heartbeat", str(heartbeat)]
+        args += extra_args
         model_settings = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "AGENTCORE_MODEL")
         env = {k: v for k, v in os.environ.items() if k not in model_settings}
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")

@@ -36,8 +36,9 @@ def app(tmp_path: Path) -> Iterator[Callable[..., AppProcess]]:
         token: str | None = None,
         heartbeat: float | None = None,
         env: dict[str, str] | None = None,
+        args: tuple[str, ...] = (),
     ) -> AppProcess:
-        process = AppProcess(db or tmp_path / "chats.db", token, heartbeat, tmp_path, env or {})
+        process = AppProcess(db or tmp_path / "chats.db", token, heartbeat, tmp_path, env or {}, args)
         started.append(process)
         return process
 
