@@ -6,8 +6,9 @@
 Each worker runs the sessions' agents — the same tools, model and production settings as
 server.py — on the PostgreSQL store the web processes share; `server.py --broker` imports
 `run_agent` from here to enqueue. APP_VISIBILITY (seconds, default 3600) is how long Redis waits
-before it hands a killed worker's task to another; APP_LEASE (default 10) how long a dead
-worker's lease on its session lasts.
+before it hands a killed worker's task to another, and APP_RESTORE (seconds, default Kombu's
+~100) how often a worker looks for such tasks; APP_LEASE (default 10) how long a dead worker's
+lease on its session lasts.
 """
 
 from __future__ import annotations
@@ -31,7 +32,14 @@ BROKER = os.environ["APP_BROKER"]
 app = Celery("agentcore-app", broker=BROKER, backend=BROKER)
 app.conf.update(
     worker_prefetch_multiplier=1,  # a worker takes a task only when it can run it
-    broker_transport_options={"visibility_timeout": float(os.environ.get("APP_VISIBILITY", "3600"))},
+    broker_transport_options={
+        "visibility_timeout": float(os.environ.get("APP_VISIBILITY", "3600")),
+        **(
+            {"unacked_restore_interval": int(os.environ["APP_RESTORE"]), "unacked_restore_throttle": 1}
+            if "APP_RESTORE" in os.environ
+            else {}
+        ),
+    },
     broker_connection_retry_on_startup=True,
 )
 _process = ExitStack()  # the demo model server of this process, when there is no real endpoint

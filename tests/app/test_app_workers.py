@@ -63,6 +63,7 @@ def layout(postgres_server: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
     dsn = make_conninfo(postgres_server, options=f"-c search_path={schema}")
     server = RedisServer(Path(tempfile.mkdtemp(prefix="agentcore-app-redis-")))
     env = {"APP_BROKER": server.url(0), "APP_POSTGRES": dsn, "APP_VISIBILITY": "5", "APP_LEASE": "2"}
+    env["APP_RESTORE"] = "1"  # look for a killed worker's task every second (Kombu: ~100 s)
     logs = tmp_path / "logs"
     logs.mkdir()
     workers: list[Worker] = []
