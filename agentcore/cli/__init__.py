@@ -277,6 +277,27 @@ def _open_store(spec: str, cleanup: ExitStack) -> tuple[Any, str]:
 
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
+    _add_model_flags(common)
+    _add_fallback_and_budget_flags(common)
+
+    parser = argparse.ArgumentParser(prog="agentcore", description="Talk to a model, with tools.")
+    parser.add_argument("--version", action="version", version=f"agentcore {_version()}")
+    commands = parser.add_subparsers(metavar="COMMAND", required=True)
+    chat = commands.add_parser("chat", parents=[common], help="an interactive conversation")
+    chat.set_defaults(command=_chat, max_steps=None)
+    run = commands.add_parser("run", parents=[common], help="do one task and print the answer")
+    run.add_argument(
+        "task",
+        nargs="?",
+        help="the task, as one argument; '-' (or none, with stdin not a terminal) reads stdin",
+    )
+    run.add_argument("--max-steps", type=_positive_int, metavar="N", help="stop after N model replies")
+    run.set_defaults(command=_run)
+    return parser
+
+
+def _add_model_flags(common: argparse.ArgumentParser) -> None:
+    """Where the model is, how to reach it, and what the agent brings (tools, session)."""
     common.add_argument(
         "--base-url", help="the API root, e.g. http://127.0.0.1:8080/v1 (env AGENTCORE_BASE_URL)"
     )
@@ -303,6 +324,10 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help=f"retry failed model requests for at most this long (default {RETRY_FOR_S:g}; 0: never)",
     )
+
+
+def _add_fallback_and_budget_flags(common: argparse.ArgumentParser) -> None:
+    """The models asked when the primary fails, and the limits a run stops at."""
     common.add_argument(
         "--fallback-model",
         metavar="NAME",
@@ -328,21 +353,6 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--budget-requests", type=_positive_int, metavar="N", help="stop before request N + 1 (retries count)"
     )
-
-    parser = argparse.ArgumentParser(prog="agentcore", description="Talk to a model, with tools.")
-    parser.add_argument("--version", action="version", version=f"agentcore {_version()}")
-    commands = parser.add_subparsers(metavar="COMMAND", required=True)
-    chat = commands.add_parser("chat", parents=[common], help="an interactive conversation")
-    chat.set_defaults(command=_chat, max_steps=None)
-    run = commands.add_parser("run", parents=[common], help="do one task and print the answer")
-    run.add_argument(
-        "task",
-        nargs="?",
-        help="the task, as one argument; '-' (or none, with stdin not a terminal) reads stdin",
-    )
-    run.add_argument("--max-steps", type=_positive_int, metavar="N", help="stop after N model replies")
-    run.set_defaults(command=_run)
-    return parser
 
 
 def _version() -> str:
