@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from celery_support import LONG_S, RedisServer, flush
 from cluster import Worker
-from conftest import LONG_S, RedisServer, flush
 
 from agentcore.testing import ModelServer
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LONG_S, Cluster, RedisServer, make_cluster
+from celery_support import LONG_S, Cluster, RedisServer, make_cluster
 from test_celery_runs import assert_valid, call, collect
 
 from agentcore.history import tool_results_of

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LONG_S, Cluster, RedisServer, make_cluster
+from celery_support import LONG_S, Cluster, RedisServer, make_cluster
 
 from agentcore import AgentError
 from agentcore.history import tool_calls_of, tool_results_of
