@@ -332,12 +332,7 @@ class Batch:
                 call.id, call.name, input_hash(call.arguments), replay=self._flag(call, "replay") == "safe"
             )
         except AgentError as exc:
-            if exc.kind == "aborted":
-                # The session is held by another run now: this one may start nothing more.
-                self.cancel.set()
-                return interrupted_result()
-            self._fail(exc)
-            return error_result(f"the call journal failed, so the call did not run: {exc}")
+            return self._journal_failed(exc, "the call did not run")
         if outcome == "run":
             with self._done:
                 self._claimed.add(call.id)
@@ -357,13 +352,18 @@ class Batch:
         try:
             self.journal.defer(call.id, call.name, call.arguments, hash)
         except AgentError as exc:
-            if exc.kind == "aborted":
-                self.cancel.set()
-                return interrupted_result()
-            self._fail(exc)
-            return error_result(f"the call journal failed, so the call could not wait for a decision: {exc}")
+            return self._journal_failed(exc, "the call could not wait for a decision")
         self._pending[call.id] = view
         return _NO_RESULT
+
+    def _journal_failed(self, exc: AgentError, consequence: str) -> dict[str, Any]:
+        """The result of a call whose journal write failed."""
+        if exc.kind == "aborted":
+            # The session is held by another run now: this one may start nothing more.
+            self.cancel.set()
+            return interrupted_result()
+        self._fail(exc)
+        return error_result(f"the call journal failed, so {consequence}: {exc}")
 
     def _flag(self, call: ToolCall, key: str) -> Any:
         return self.state.tools.schema.get(call.name, {}).get(key)

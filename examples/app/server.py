@@ -175,6 +175,18 @@ def prices_config(path: str | None) -> dict[str, Any]:
 # --- live sessions -------------------------------------------------------------------------------
 
 
+def record_decision(agent: Agent, call_id: str, allow: bool) -> bool:
+    """Record a tab's decision on a pending call in the store; False when nothing waits for it
+    (an unknown call, or one decided already — by another tab, or another web process)."""
+    try:
+        agent.decide(call_id, allow, reason=None if allow else "the user denied it")
+    except AgentError as error:
+        if error.kind in ("request", "conflict"):
+            return False
+        raise
+    return True
+
+
 class Live:
     """One session in this process: its agent and its numbered event log.
 
@@ -300,12 +312,8 @@ class Live:
 
         False when nothing waits for that call (unknown, or decided already).
         """
-        try:
-            self.agent.decide(call_id, allow, reason=None if allow else "the user denied it")
-        except AgentError as error:
-            if error.kind in ("request", "conflict"):
-                return False
-            raise
+        if not record_decision(self.agent, call_id, allow):
+            return False
         with self.cond:
             if self.busy:
                 self.resume_next = True  # the running run ends first; then the decision is acted on
@@ -374,12 +382,8 @@ class Remote:
         return bool(self.hub.store.stop(self.id, timeout=30.0))
 
     def answer(self, call_id: str, allow: bool) -> bool:
-        try:
-            self.agent.decide(call_id, allow, reason=None if allow else "the user denied it")
-        except AgentError as error:
-            if error.kind in ("request", "conflict"):
-                return False
-            raise
+        if not record_decision(self.agent, call_id, allow):
+            return False
         self.hub.run_agent.start(self.id)
         return True
 
